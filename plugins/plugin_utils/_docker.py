@@ -1,0 +1,153 @@
+"""The recipes site's ``docker run`` wrapping, argv for argv.
+
+Private to the vllm_fleet.recipes collection: not a public API.
+
+This reproduces what the recipes site prints (the ``upstream`` container
+profile). Our own, stricter container flags live in ``_container``; see
+docs/container-flags.md for every difference and why.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Mapping, Optional
+
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._jsvalue import first, get, text
+
+HF_CACHE_MOUNT = "~/.cache/huggingface:/root/.cache/huggingface"
+
+_RELEASE_IMAGES = {
+    "nvidia": "vllm/vllm-openai:latest",
+    "amd": "vllm/vllm-openai-rocm:latest",
+    "tpu": "vllm/vllm-tpu:latest",
+    "intel": "vllm/vllm-openai-cpu:latest-x86_64",
+}
+_NIGHTLY_IMAGES = {
+    "nvidia": "vllm/vllm-openai:nightly",
+    "amd": "vllm/vllm-openai-rocm:nightly",
+    "tpu": "vllm/vllm-tpu:nightly",
+}
+_XPU_IMAGE = "vllm/vllm-openai-xpu:latest"
+
+# Device flags per brand, as (shell text, argv). The two forms must agree.
+_GPU_FLAGS = {
+    "tpu": ("--privileged --network host \\\n  -v /dev/shm:/dev/shm",
+            ["--privileged", "--network", "host", "-v", "/dev/shm:/dev/shm"]),
+    "amd": ("--device=/dev/kfd --device=/dev/dri \\\n  --security-opt seccomp=unconfined --group-add video",
+            ["--device=/dev/kfd", "--device=/dev/dri", "--security-opt", "seccomp=unconfined", "--group-add", "video"]),
+    "xpu": ("--device /dev/dri \\\n  -v /dev/dri/by-path:/dev/dri/by-path --shm-size=16g",
+            ["--device", "/dev/dri", "-v", "/dev/dri/by-path:/dev/dri/by-path", "--shm-size", "16g"]),
+    "intel": ("--shm-size=16g", ["--shm-size", "16g"]),
+    "nvidia": ("--gpus all", ["--gpus", "all"]),
+}
+
+
+def _is_cuda_map(value: Any) -> bool:
+    return isinstance(value, dict) and ("cu129" in value or "cu130" in value)
+
+
+def docker_meta(recipe: Mapping, variant: Mapping, profile: Mapping, hardware_id: Any = None) -> dict:
+    """Image, device flags and brand for one hardware profile.
+
+    Image precedence: the variant's exact-hardware ``docker_image``, then the
+    variant's image, then the model's, then the brand default (nightly tags
+    when the model is ``nightly_required``). A CUDA map (``{cu129, cu130}``)
+    defaults to its cu130 tag.
+    """
+    nightly = get(get(recipe, "model"), "nightly_required") is True
+    defaults = _NIGHTLY_IMAGES if nightly else _RELEASE_IMAGES
+    brand = get(profile, "brand")
+    generation = get(profile, "generation")
+    is_amd = brand == "AMD"
+    is_tpu = generation == "tpu"
+    is_xpu = generation == "xpu"
+    is_intel = generation == "cpu" or is_xpu or brand == "Intel"
+    brand_key = "tpu" if is_tpu else "amd" if is_amd else "intel" if is_intel else "nvidia"
+
+    exact = get(get(get(variant, "hardware_overrides"), hardware_id), "docker_image") if hardware_id else None
+    pinned: Optional[str] = exact if isinstance(exact, str) else None
+    cuda_map: Optional[dict] = None
+    for override in (get(variant, "docker_image"), get(get(recipe, "model"), "docker_image")):
+        if not override or pinned or cuda_map:
+            continue
+        if isinstance(override, str):
+            if brand_key == "nvidia":
+                pinned = override
+        elif isinstance(override, dict):
+            if any(k in override for k in ("nvidia", "amd", "tpu", "intel")):
+                value = override.get(brand_key)
+                if isinstance(value, str):
+                    pinned = value
+                elif brand_key == "nvidia" and _is_cuda_map(value):
+                    cuda_map = value
+            elif brand_key == "nvidia" and _is_cuda_map(override):
+                cuda_map = override
+
+    if is_xpu and not pinned:
+        image = _XPU_IMAGE
+    else:
+        image = pinned or (first(cuda_map.get("cu130"), cuda_map.get("cu129")) if cuda_map else None) \
+            or defaults.get(brand_key)
+    flags_key = "tpu" if is_tpu else "amd" if is_amd else "xpu" if is_xpu else "intel" if is_intel else "nvidia"
+    return {
+        "image": image,
+        "gpuFlags": _GPU_FLAGS[flags_key][0],
+        "brandKey": brand_key,
+        "isAmd": is_amd,
+        "isTpu": is_tpu,
+        "isXpu": is_xpu,
+        "isIntel": is_intel,
+        "pinned": pinned,
+        "cudaMap": cuda_map,
+        "nightlyRequired": nightly,
+    }
+
+
+def _gpu_argv(meta: Mapping) -> list[str]:
+    for key, flag in (("isTpu", "tpu"), ("isAmd", "amd"), ("isXpu", "xpu"), ("isIntel", "intel")):
+        if meta.get(key):
+            return list(_GPU_FLAGS[flag][1])
+    return list(_GPU_FLAGS["nvidia"][1])
+
+
+def _extra_mounts(model_id: Any, env: Mapping) -> list[str]:
+    """A local checkpoint path and every ``*_CONFIG_PATH`` file, bound read-only."""
+    mounts = []
+    if isinstance(model_id, str) and model_id.startswith("/"):
+        mounts.append(f"{model_id}:{model_id}:ro")
+    for key, value in (env or {}).items():
+        if isinstance(key, str) and key.endswith("_CONFIG_PATH"):
+            mounts.append(f"{text(value)}:{text(value)}:ro")
+    return mounts
+
+
+def docker_argv(argv: list[Any], env: Mapping, meta: Mapping, port: int = 8000) -> list[Any]:
+    """``docker run`` argv around a ``vllm serve`` argv (the image's entrypoint is ``vllm serve``)."""
+    command = argv[2:] if argv[:2] == ["vllm", "serve"] else list(argv)
+    out: list[Any] = ["docker", "run", *_gpu_argv(meta), "--privileged", "--ipc=host", "-p", f"{port}:{port}",
+                      "-v", HF_CACHE_MOUNT]
+    for mount in _extra_mounts(command[0] if command else None, env):
+        out += ["-v", mount]
+    for key, value in (env or {}).items():
+        out += ["-e", f"{key}={text(value)}"]
+    return [*out, meta.get("image"), *command]
+
+
+def docker_command(command: str, env: Mapping, meta: Mapping, port: int = 8000) -> str:
+    """The shell form of ``docker_argv``, in the recipes site's line layout."""
+    match = re.match(r"^vllm serve (\S+)", command)
+    model_id = match.group(1) if match else "MODEL"
+    mounts = _extra_mounts(model_id, env)
+    prereq = f"# {model_id} must already exist on the host \u2014 bind-mounted read-only below.\n" \
+        if mounts and model_id.startswith("/") else ""
+    body = re.sub(r"^vllm serve \S+\s*\\?\n?\s*", "", command, count=1)
+    env_flags = " \\\n  ".join(f"-e {k}={text(v)}" for k, v in (env or {}).items())
+    mount_flags = " \\\n  ".join(f"-v {m}" for m in mounts)
+    head = (f"{prereq}docker run {meta.get('gpuFlags')} \\\n  --privileged --ipc=host -p {port}:{port} \\\n"
+            f"  -v {HF_CACHE_MOUNT} \\")
+    if mount_flags:
+        head += f"\n  {mount_flags} \\"
+    if env_flags:
+        head += f"\n  {env_flags} \\"
+    tail = f" \\\n  {body}" if body else ""
+    return f"{head}\n  {text(meta.get('image'))} {model_id}{tail}"
