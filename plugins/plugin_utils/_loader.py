@@ -1,0 +1,472 @@
+# Copyright: (c) 2026, vllm_fleet maintainers
+# Apache License 2.0 (see LICENSE)
+"""Load model recipes, strategies and taxonomies from files, trees and URLs.
+
+PRIVATE to the vllm_fleet.recipes collection: not a public API, may change
+without notice. Other collections must not import it.
+
+Every loader returns plain dicts exactly as YAML/JSON parsing produced them
+(types and key order kept) after checking them with ``_schema``. Recipes are
+always handed out in SOURCE form (the ``models/<org>/<repo>.yaml`` layout);
+the published-JSON API form is converted on the way in.
+
+Problems raise ``RecipeLoadError`` (cannot read / parse: names the file or
+URL and why) or ``SchemaError`` (wrong shape: names the key path).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import urllib.error
+import urllib.parse
+import urllib.request
+import warnings
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Union
+
+import yaml
+
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._errors import (
+    RecipeLoadError,
+    SchemaError,
+)
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._schema import (
+    KV_STORE_DEPLOY_TYPE,
+    validate_published_recipe,
+    validate_recipe,
+    validate_strategy,
+    validate_taxonomy,
+)
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._catalog import Catalog
+
+__all__ = [
+    "LoadedRecipe",
+    "RecipeCacheWarning",
+    "from_published",
+    "is_kv_store",
+    "load_recipe",
+    "load_recipe_from_tree",
+    "load_strategies",
+    "load_taxonomy",
+    "load_upstream_tree",
+    "read_document",
+]
+
+PathLike = Union[str, "os.PathLike[str]"]
+DEFAULT_TIMEOUT = 10.0
+KV_STORE_PREFIX = "kv_store_"
+# Keys only the published API carries; kept aside in LoadedRecipe.published.
+_PUBLISHED_ONLY = ("hf_id", "source", "recommended_command")
+_HF_ID = re.compile(r"^[A-Za-z0-9][\w.\-]*/[\w.\-]+$")
+
+
+class RecipeCacheWarning(UserWarning):
+    """A URL could not be fetched and a cached copy was used instead."""
+
+
+@dataclass(frozen=True)
+class LoadedRecipe:
+    """A recipe in source form plus where it came from.
+
+    ``data`` is the source-form dict the synthesis engine consumes (treat it
+    as read-only). ``published`` holds what only the published form carries
+    (``recommended_command``, ``hf_id``, ``source``, ``variant_json``),
+    ``None`` for source-form input. ``warnings`` lists non-fatal problems
+    (e.g. a stale cache was used).
+    """
+
+    hf_id: str
+    data: dict[str, Any]
+    origin: str
+    form: str  # "source" | "published"
+    published: dict[str, Any] | None = None
+    warnings: tuple[str, ...] = ()
+
+
+# --------------------------------------------------------------------------
+# YAML / JSON parsing
+# --------------------------------------------------------------------------
+class _SafeLoader(yaml.SafeLoader):
+    """yaml.SafeLoader that refuses duplicate keys, as js-yaml does."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue
+            key = self.construct_object(key_node, deep=True)
+            try:
+                duplicate = key in seen
+            except TypeError:
+                continue  # unhashable: the base class reports it
+            if duplicate:
+                raise yaml.constructor.ConstructorError(
+                    "while constructing a mapping", node.start_mark,
+                    f"found duplicate key {key!r}", key_node.start_mark,
+                )
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
+def _parse_yaml(text: str, origin: str) -> Any:
+    try:
+        return yaml.load(text, Loader=_SafeLoader)  # noqa: S506 - safe loader subclass
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise RecipeLoadError(origin, reason=f"invalid YAML{where}: {problem}") from None
+
+
+def _parse_json(text: str, origin: str) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise RecipeLoadError(
+            origin, reason=f"invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}"
+        ) from None
+
+
+def _read_text(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise RecipeLoadError(str(path), reason="no such file") from None
+    except IsADirectoryError:
+        raise RecipeLoadError(str(path), reason="is a directory, expected a file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise RecipeLoadError(str(path), reason=f"cannot read: {exc}") from None
+
+
+def read_document(path: PathLike) -> Any:
+    """Parse a ``.json`` file as JSON and anything else as YAML."""
+    p = Path(path)
+    text = _read_text(p)
+    if p.suffix.lower() == ".json":
+        return _parse_json(text, str(p))
+    return _parse_yaml(text, str(p))
+
+
+def _require_mapping(doc: Any, origin: str, what: str) -> dict[str, Any]:
+    if not isinstance(doc, dict):
+        raise SchemaError("", value=doc, expected=f"a mapping at the top level ({what})", source=origin)
+    return doc
+
+
+# --------------------------------------------------------------------------
+# Recipes
+# --------------------------------------------------------------------------
+def _check_hf_id(hf_id: Any, origin: str) -> str:
+    if not isinstance(hf_id, str) or not _HF_ID.match(hf_id) or ".." in hf_id:
+        raise SchemaError("hf_id", value=hf_id, expected="'<org>/<repo>'", source=origin)
+    return hf_id
+
+
+def _hf_id_from_path(path: Path) -> str:
+    stem = path.name[: -len(path.suffix)] if path.suffix else path.name
+    return _check_hf_id(f"{path.parent.name}/{stem}", str(path))
+
+
+def _recommend(compatible: Sequence[str], default: str | None, node_count: int) -> str:
+    """The strategy the recipes site recommends for a compatible list."""
+    if default and default in compatible:
+        if node_count <= 1 or not default.startswith("single_node_"):
+            return default
+        sibling = "multi_node_" + default[len("single_node_"):]
+        if sibling in compatible:
+            return sibling
+    if node_count > 1:
+        for name in ("multi_node_tp", "multi_node_dep", "multi_node_tep"):
+            if name in compatible:
+                return name
+    if "single_node_tp" in compatible:
+        return "single_node_tp"
+    return compatible[0] if compatible else "single_node_tp"
+
+
+def _default_strategy_for(compatible: Sequence[str], wanted: str, node_count: int) -> str | None:
+    """The least ``default_strategy`` that makes ``_recommend`` give ``wanted``."""
+    if _recommend(compatible, None, node_count) == wanted:
+        return None
+    if wanted.startswith("multi_node_"):
+        sibling = "single_node_" + wanted[len("multi_node_"):]
+        if sibling in compatible and _recommend(compatible, sibling, node_count) == wanted:
+            return sibling
+    return wanted
+
+
+def from_published(
+    doc: Mapping[str, Any],
+    *,
+    serving_order: Sequence[str],
+    kv_store_names: Collection[str] = (),
+    origin: str = "",
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Convert a published-JSON recipe to source form.
+
+    Returns ``(source_form, published_only)``. The published form drops
+    ``compatible_strategies``, ``default_strategy`` and ``strategy_overrides``;
+    ``compatible_strategies`` is rebuilt from ``recommended_command.strategy``
+    plus the serving strategies among ``recommended_command.alternatives``
+    (kv_store deployments excluded) in ``serving_order`` (unknown names last,
+    as listed); ``default_strategy`` is set only when needed to reproduce the
+    recommended strategy; ``strategy_overrides`` cannot be recovered and
+    becomes ``{}``. ``doc`` is not modified.
+    """
+    validate_published_recipe(dict(doc), origin)
+    published: dict[str, Any] = {k: doc[k] for k in _PUBLISHED_ONLY if k in doc}
+    compatible = doc.get("compatible_strategies")
+    default = doc.get("default_strategy")
+    rec = doc.get("recommended_command")
+    if compatible is None:
+        if not rec:
+            raise SchemaError(
+                "recommended_command", expected="a mapping with 'strategy' and 'alternatives' "
+                "(needed to rebuild compatible_strategies)", source=origin,
+            )
+        names = [rec["strategy"], *(rec.get("alternatives") or {})]
+        serving = [
+            n for n in dict.fromkeys(names)
+            if n not in kv_store_names and not n.startswith(KV_STORE_PREFIX)
+        ]
+        rank = {name: i for i, name in enumerate(serving_order)}
+        compatible = sorted(serving, key=lambda n: (rank.get(n, len(rank)), serving.index(n)))
+        if default is None:
+            node_count = rec.get("node_count") or 1
+            default = _default_strategy_for(compatible, rec["strategy"], node_count)
+
+    variant_json: dict[str, Any] = {}
+    variants: dict[str, Any] = {}
+    for key, variant in doc["variants"].items():
+        if isinstance(variant, dict) and "json" in variant:
+            variant_json[key] = variant["json"]
+            variant = {k: v for k, v in variant.items() if k != "json"}
+        variants[key] = variant
+    if variant_json:
+        published["variant_json"] = variant_json
+
+    out: dict[str, Any] = {}
+    for key, value in doc.items():
+        if key in _PUBLISHED_ONLY or key in ("compatible_strategies", "default_strategy"):
+            continue
+        if key == "guide" and "strategy_overrides" not in out:
+            out["strategy_overrides"] = doc.get("strategy_overrides") or {}
+        out[key] = variants if key == "variants" else value
+        if key == "variants":
+            out["compatible_strategies"] = list(compatible)
+            if default is not None:
+                out["default_strategy"] = default
+    out.setdefault("strategy_overrides", {})
+    return out, published
+
+
+def _catalog_order(catalog: Catalog | None) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    if catalog is None:
+        from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._catalog import load_catalog
+
+        catalog = load_catalog()
+    return catalog.serving_strategy_names(), catalog.kv_store_names()
+
+
+def _from_document(
+    doc: Any, origin: str, hf_id: str | None, catalog: Catalog | None, notes: Sequence[str] = ()
+) -> LoadedRecipe:
+    doc = _require_mapping(doc, origin, "a model recipe")
+    published_form = "recommended_command" in doc or ("compatible_strategies" not in doc and "hf_id" in doc)
+    if not published_form:
+        if hf_id is None:
+            raise RecipeLoadError(origin, reason="cannot tell the recipe's hf_id: pass hf_id")
+        return LoadedRecipe(_check_hf_id(hf_id, origin), validate_recipe(doc, origin), origin, "source",
+                            warnings=tuple(notes))
+    serving_order, kv_names = _catalog_order(catalog)
+    data, published = from_published(doc, serving_order=serving_order, kv_store_names=kv_names, origin=origin)
+    doc_id = _check_hf_id(doc["hf_id"], origin)
+    if hf_id is not None and hf_id != doc_id:
+        raise SchemaError("hf_id", value=doc_id, expected=f"{hf_id!r} (the requested recipe)", source=origin)
+    return LoadedRecipe(doc_id, validate_recipe(data, origin), origin, "published", published, tuple(notes))
+
+
+def load_recipe(
+    source: PathLike,
+    *,
+    hf_id: str | None = None,
+    catalog: Catalog | None = None,
+    cache_dir: PathLike | None = None,
+    timeout: float = DEFAULT_TIMEOUT,
+) -> LoadedRecipe:
+    """Load one recipe from a file, a recipes tree or an http(s) URL.
+
+    * ``models/<org>/<repo>.yaml``: source form, ``hf_id`` from the path.
+    * ``*.json``: published API form (``hf_id`` from the document).
+    * a directory: an upstream-like tree; ``hf_id`` is then required.
+    * ``http(s)://...``: published JSON (or source YAML if the path ends in
+      ``.yaml``), cached under ``cache_dir`` (no caching when ``None``) and
+      served from that cache, with a warning, when the URL is unreachable.
+
+    ``catalog`` (default: this collection's catalog) supplies the strategy
+    names used to rebuild ``compatible_strategies`` from the published form.
+    """
+    text = os.fspath(source)
+    if re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", text):
+        return _load_url(text, hf_id=hf_id, catalog=catalog, cache_dir=cache_dir, timeout=timeout)
+    path = Path(text)
+    if path.is_dir():
+        if hf_id is None:
+            raise RecipeLoadError(str(path), reason="is a directory: pass hf_id='<org>/<repo>' to pick a recipe")
+        return load_recipe_from_tree(path, hf_id, catalog=catalog)
+    doc = read_document(path)
+    if path.suffix.lower() == ".json":
+        return _from_document(doc, str(path), hf_id, catalog)
+    return _from_document(doc, str(path), hf_id or _hf_id_from_path(path), catalog)
+
+
+def load_recipe_from_tree(root: PathLike, hf_id: str, *, catalog: Catalog | None = None) -> LoadedRecipe:
+    """Load ``<root>/models/<hf_id>.yaml`` (``root`` laid out like upstream)."""
+    base = Path(root)
+    _check_hf_id(hf_id, str(base))
+    models = base / "models"
+    if not models.is_dir() and (base / "recipes" / "models").is_dir():
+        models = base / "recipes" / "models"
+    path = models / f"{hf_id}.yaml"
+    if not path.is_file():
+        raise RecipeLoadError(str(path), reason=f"no recipe for {hf_id!r} in {base}")
+    return _from_document(read_document(path), str(path), hf_id, catalog)
+
+
+# --------------------------------------------------------------------------
+# URLs
+# --------------------------------------------------------------------------
+def _cache_file(cache_dir: PathLike, url: str) -> Path:
+    return Path(cache_dir) / (hashlib.sha256(url.encode("utf-8")).hexdigest() + ".cache")
+
+
+def _write_cache(path: Path, body: bytes) -> str | None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        tmp.write_bytes(body)
+        os.replace(tmp, path)
+    except OSError as exc:
+        return f"could not write the recipe cache {path}: {exc}"
+    return None
+
+
+def _fetch(url: str, cache_dir: PathLike | None, timeout: float) -> tuple[bytes, list[str]]:
+    request = urllib.request.Request(
+        url, headers={"Accept": "application/json, application/yaml;q=0.9, */*;q=0.1",
+                      "User-Agent": "vllm_fleet.recipes"},
+    )
+    cache = _cache_file(cache_dir, url) if cache_dir is not None else None
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310 - scheme checked
+            body = response.read()
+    except urllib.error.HTTPError as exc:
+        failure = f"HTTP {exc.code} {exc.reason}"
+        if exc.code < 500:
+            raise RecipeLoadError(url, reason=failure) from None
+    except (urllib.error.URLError, OSError) as exc:
+        failure = str(getattr(exc, "reason", None) or exc)
+    else:
+        notes = []
+        if cache is not None:
+            problem = _write_cache(cache, body)
+            if problem:
+                notes.append(problem)
+        return body, notes
+    if cache is not None and cache.is_file():
+        stamp = datetime.fromtimestamp(cache.stat().st_mtime, tz=timezone.utc).isoformat(timespec="seconds")
+        note = f"{url}: unreachable ({failure}); using the cached copy from {stamp} ({cache})"
+        warnings.warn(note, RecipeCacheWarning, stacklevel=3)
+        return cache.read_bytes(), [note]
+    where = f"not in the cache {cache_dir}" if cache_dir is not None else "no cache_dir to fall back on"
+    raise RecipeLoadError(url, reason=f"unreachable ({failure}) and {where}")
+
+
+def _load_url(
+    url: str, *, hf_id: str | None, catalog: Catalog | None, cache_dir: PathLike | None, timeout: float
+) -> LoadedRecipe:
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise RecipeLoadError(url, reason="only http:// and https:// URLs are supported")
+    body, notes = _fetch(url, cache_dir, timeout)
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise RecipeLoadError(url, reason=f"response is not UTF-8: {exc}") from None
+    if parts.path.lower().endswith((".yaml", ".yml")):
+        if hf_id is None:
+            hf_id = _hf_id_from_path(Path(urllib.parse.unquote(parts.path)))
+        return _from_document(_parse_yaml(text, url), url, hf_id, catalog, notes)
+    return _from_document(_parse_json(text, url), url, hf_id, catalog, notes)
+
+
+# --------------------------------------------------------------------------
+# Strategies and taxonomy (upstream layout)
+# --------------------------------------------------------------------------
+def _strategy_dirs(dir_or_dirs: PathLike | Iterable[PathLike]) -> list[Path]:
+    if isinstance(dir_or_dirs, (str, os.PathLike)):
+        one = Path(dir_or_dirs)
+        if one.is_dir() and not any(one.glob("*.yaml")) and (one / "strategies").is_dir():
+            return [one / "strategies", one / "kv_store"]
+        return [one]
+    return [Path(d) for d in dir_or_dirs]
+
+
+def load_strategies(dir_or_dirs: PathLike | Iterable[PathLike]) -> dict[str, dict[str, Any]]:
+    """Every ``*.yaml`` strategy document of the given directories, keyed by
+    ``name`` (serving strategies and kv_store deployments in one map).
+
+    A single directory holding ``strategies/`` and ``kv_store/`` subfolders
+    is expanded to both. Directories are read in the order given, files in
+    name order; a directory that does not exist is an error.
+    """
+    out: dict[str, dict[str, Any]] = {}
+    origins: dict[str, str] = {}
+    for directory in _strategy_dirs(dir_or_dirs):
+        if not directory.is_dir():
+            raise RecipeLoadError(str(directory), reason="no such directory")
+        for path in sorted(directory.glob("*.yaml")):
+            doc = _require_mapping(read_document(path), str(path), "a strategy")
+            validate_strategy(doc, str(path))
+            name = doc["name"]
+            if name in out:
+                raise SchemaError("name", value=name, expected="a name no other strategy file uses",
+                                  reason=f"also defined in {origins[name]}", source=str(path))
+            out[name] = doc
+            origins[name] = str(path)
+    return out
+
+
+def load_taxonomy(path: PathLike) -> dict[str, Any]:
+    """Parse and check a ``taxonomy.yaml`` document."""
+    doc = _require_mapping(read_document(path), os.fspath(path), "a taxonomy")
+    return validate_taxonomy(doc, os.fspath(path))
+
+
+def is_kv_store(name: str, doc: Mapping[str, Any] | None) -> bool:
+    """Whether a strategy map entry is a kv_store deployment."""
+    if doc is not None and doc.get("deploy_type") == KV_STORE_DEPLOY_TYPE:
+        return True
+    return name.startswith(KV_STORE_PREFIX)
+
+
+def load_upstream_tree(root: PathLike) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+    """``(taxonomy, strategies)`` of an upstream-like recipes directory.
+
+    ``root`` holds ``taxonomy.yaml``, ``strategies/`` and ``kv_store/`` (or
+    is a checkout holding them under ``recipes/``).
+    """
+    base = Path(root)
+    if not (base / "taxonomy.yaml").is_file() and (base / "recipes" / "taxonomy.yaml").is_file():
+        base = base / "recipes"
+    taxonomy = load_taxonomy(base / "taxonomy.yaml")
+    strategies = load_strategies([base / "strategies", base / "kv_store"])
+    return taxonomy, strategies
