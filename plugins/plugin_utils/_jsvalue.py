@@ -22,12 +22,17 @@ def is_number(value: Any) -> bool:
 
 def truthy(value: Any) -> bool:
     """JavaScript truthiness: containers are always true, NaN and "" are false."""
+    kind = type(value)
+    if kind is str:
+        return value != ""
+    if kind is dict or kind is list or value is True:
+        return True
     if value is None or value is False:
         return False
-    if is_number(value):
-        return value != 0 and not math.isnan(value)
-    if isinstance(value, str):
-        return value != ""
+    if kind is int:
+        return value != 0
+    if kind is float:
+        return value == value and value != 0.0
     return True
 
 
@@ -49,8 +54,11 @@ def present(*values: Any) -> Any:
 
 def get(mapping: Any, key: Any) -> Any:
     """Optional member access (``mapping?.[key]``) that tolerates non-mappings."""
-    if isinstance(mapping, dict):
-        return mapping.get(key)
+    if type(mapping) is dict:
+        try:
+            return mapping.get(key)
+        except TypeError:  # an unhashable key names no member
+            return None
     return None
 
 

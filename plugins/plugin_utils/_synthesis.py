@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 import re
+from functools import cached_property
 from typing import Any, Callable, Iterable, Mapping, Optional
 
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._jsvalue import (
@@ -296,36 +297,31 @@ def follower_ranks(nodes: Any) -> list[int]:
 
 def dedupe_flags(args: list[Any]) -> list[Any]:
     """Keep the last occurrence of every flag (with its value), like a shell would."""
-    units: list[tuple[str, Any, Any]] = []
+    units: list[tuple[Any, tuple]] = []
+    count = len(args)
     i = 0
-    while i < len(args):
+    while i < count:
         current = args[i]
-        if isinstance(current, str) and current.startswith("-"):
-            has_next = i + 1 < len(args)
-            nxt = args[i + 1] if has_next else None
-            if has_next and not (isinstance(nxt, str) and nxt.startswith("-")):
-                units.append(("flag", current, (nxt,)))
-                i += 2
-                continue
-            units.append(("flag", current, ()))
+        if isinstance(current, str) and current[:1] == "-":
+            if i + 1 < count:
+                nxt = args[i + 1]
+                if not (isinstance(nxt, str) and nxt[:1] == "-"):
+                    units.append((current, (current, nxt)))
+                    i += 2
+                    continue
+            units.append((current, (current,)))
         else:
-            units.append(("word", current, ()))
+            units.append((None, (current,)))
         i += 1
     seen: set[str] = set()
-    keep = [False] * len(units)
-    for index in range(len(units) - 1, -1, -1):
-        kind, token, _ = units[index]
-        if kind == "word":
-            keep[index] = True
-        elif token not in seen:
-            seen.add(token)
-            keep[index] = True
-    out: list[Any] = []
-    for kept, (_, token, value) in zip(keep, units):
-        if kept:
-            out.append(token)
-            out.extend(value)
-    return out
+    kept: list[tuple] = []
+    for flag, tokens in reversed(units):
+        if flag is None:
+            kept.append(tokens)
+        elif flag not in seen:
+            seen.add(flag)
+            kept.append(tokens)
+    return [token for tokens in reversed(kept) for token in tokens]
 
 
 def shell_quote(word: Any) -> Any:
@@ -338,12 +334,13 @@ def shell_quote(word: Any) -> Any:
 
 
 def final_args(args: Iterable[Any]) -> list[Any]:
-    return dedupe_flags([a for a in args if truthy(a)])
+    """Drop empty tokens, then dedupe flags: the argv that is actually run."""
+    return dedupe_flags([a for a in args if (a if type(a) is str else truthy(a))])
 
 
-def format_command(model_id: Any, args: list[Any]) -> str:
+def format_command(model_id: Any, args: list[Any], *, final: bool = False) -> str:
     """The recipes site's layout: one flag and its value per continuation line."""
-    words = final_args(args)
+    words = list(args) if final else final_args(args)
     if not words:
         return f"vllm serve {text(model_id)}"
     bad = [w for w in words if not isinstance(w, str)]
@@ -363,8 +360,8 @@ def format_command(model_id: Any, args: list[Any]) -> str:
     return f"vllm serve {text(model_id)} \\\n  " + " \\\n  ".join(lines)
 
 
-def format_argv(model_id: Any, args: list[Any]) -> list[Any]:
-    return ["vllm", "serve", model_id, *final_args(args)]
+def format_argv(model_id: Any, args: list[Any], *, final: bool = False) -> list[Any]:
+    return ["vllm", "serve", model_id, *(args if final else final_args(args))]
 
 
 # --------------------------------------------------------------------------
@@ -434,6 +431,7 @@ class _Synthesis:
         self.kv_current_instance = as_int_if_whole(
             js_max(0, js_min(to_number(self.kv_instance_count) - 1, present(get(request, "current"), 0))))
         self.frontend = resolve_frontend(recipe, frontend, self.profile, hardware_id, strategy_name)
+        self._features: Optional[list[tuple[str, Any]]] = None
 
     # ---------------------------------------------------------------- helpers
 
@@ -459,45 +457,56 @@ class _Synthesis:
     # ------------------------------------------------------------------- args
 
     def args(self, role: Optional[str], node_role: Optional[str], node_rank: Any = 1) -> list[Any]:
-        """The argv of one process, before dedupe, in the recipes site's layer order."""
-        recipe, variant, strategy = self.recipe, self.variant, self.strategy
-        args: list[Any] = []
-        # 1. model base args; 2. variant args
-        args += items(first(get(get(recipe, "model"), "base_args"), None))
-        args += items(first(get(variant, "extra_args"), None))
-        args += items(first(get(self.variant_exact, "extra_args"), None))
-        # 3. strategy args and the parallel layout
+        """The argv of one process, before dedupe, in the recipes site's layer order:
+        model, variant, strategy + parallel layout, strategy overrides, hardware
+        overrides, advanced args, features, then KV connectors (which must win
+        the last-wins dedupe)."""
+        strategy = self.strategy
+        args: list[Any] = list(self._model_and_variant_args)
         if self.deploy_type != "pd_cluster":
             args += items(first(get(strategy, "vllm_args"), None))
         elif role and truthy(get(get(strategy, role), "vllm_args")):
             args += items(get(get(strategy, role), "vllm_args"))
         args += self._parallel_args(role, node_role, node_rank)
-        # 4. recipe strategy overrides
         overrides = self.overrides
         if truthy(overrides):
             block = get(overrides, role) if role else overrides
             args += items(first(get(block, "extra_args"), None))
             args += items(first(get(block, "vllm_args"), None))
-        # 5. hardware overrides: a strategy's generation block replaces the
-        # recipe baseline and the variant delta; exact-GPU blocks add on top.
-        args += self._hardware_layers("extra_args")
-        args += items(first(get(self._role_exact(role), "extra_args"), None))
-        # 6. user-supplied advanced args
-        advanced = self.advanced_args
-        if truthy(advanced) and truthy(_length(advanced)):
-            args += items(advanced)
-        # 7. features
-        for feature, chosen in self._active_features():
-            args += items(first(get(chosen, "args"), None) if chosen is not None else None)
-        # 8. KV offload / Mooncake connectors win the last-wins dedupe
-        if self.kv_option is not None:
-            args += items(first(get(self.kv_option, "args"), []))
-        if self.kv_composing:
-            args += items(first(get(get(self.kv_store, "vllm"), "vllm_args"), []))
+        args += self._hardware_args
+        if role:
+            args += items(first(get(self._role_exact(role), "extra_args"), None))
+        args += self._advanced_feature_kv_args
         if self.deploy_type == "pd_cluster" and role:
             pd_args = get(get(get(self.kv_store, "pd"), role), "args")
             if truthy(pd_args):
                 args += items(pd_args)
+        return args
+
+    @cached_property
+    def _model_and_variant_args(self) -> list[Any]:
+        return (items(first(get(get(self.recipe, "model"), "base_args"), None))
+                + items(first(get(self.variant, "extra_args"), None))
+                + items(first(get(self.variant_exact, "extra_args"), None)))
+
+    @cached_property
+    def _hardware_args(self) -> list[Any]:
+        """Generation blocks (a strategy's replaces the recipe's and variant's), then exact-GPU."""
+        return self._hardware_layers("extra_args")
+
+    @cached_property
+    def _advanced_feature_kv_args(self) -> list[Any]:
+        args: list[Any] = []
+        advanced = self.advanced_args
+        if truthy(advanced) and truthy(_length(advanced)):
+            args += items(advanced)
+        for _, chosen in self._active_features():
+            if chosen is not None:
+                args += items(first(chosen["args"], None))
+        if self.kv_option is not None:
+            args += items(first(get(self.kv_option, "args"), []))
+        if self.kv_composing:
+            args += items(first(get(get(self.kv_store, "vllm"), "vllm_args"), []))
         return args
 
     def _hardware_layers(self, field: str) -> list[Any]:
@@ -519,6 +528,11 @@ class _Synthesis:
         return get(get(get(self.overrides, role), "hardware_overrides"), self.hardware_id)
 
     def _active_features(self) -> list[tuple[str, Any]]:
+        if self._features is None:
+            self._features = self._collect_features()
+        return self._features
+
+    def _collect_features(self) -> list[tuple[str, Any]]:
         """Enabled features that apply here, each with the block that carries its args/env.
 
         A feature with ``modes`` contributes its active mode (or nothing when no
@@ -750,11 +764,10 @@ class _Synthesis:
 
     # --------------------------------------------------------------- outputs
 
-    def command(self, args: list[Any]) -> str:
-        return format_command(self.model_id, args)
-
-    def argv(self, args: list[Any]) -> list[Any]:
-        return format_argv(self.model_id, args)
+    def rendered(self, args: list[Any]) -> tuple[str, list[Any]]:
+        """(command string, argv) of one process, from one dedupe pass."""
+        words = final_args(args)
+        return format_command(self.model_id, words, final=True), format_argv(self.model_id, words, final=True)
 
     def resolve(self) -> dict:
         if self.deploy_type == "pd_cluster":
@@ -817,9 +830,10 @@ class _Synthesis:
                 "install": self._install_for_brand(get(get(self.kv_store, "vllm"), "install")),
             }}
         for role in PD_ROLES:
+            command, argv = self.rendered(role_args[role])
             result[role] = {
-                "command": self.command(role_args[role]),
-                "argv": self.argv(role_args[role]),
+                "command": command,
+                "argv": argv,
                 "env": self.env(role),
                 **meta[role],
             }
@@ -849,14 +863,15 @@ class _Synthesis:
         instances = self.kv_instance_count
         multi = self.deploy_type == "multi_node" and to_number(self.node_count) > 1
         head_args = self.args(None, "head" if multi else None)
-        vllm: dict = {"command": self.command(head_args), "argv": self.argv(head_args)}
+        command, argv = self.rendered(head_args)
+        vllm: dict = {"command": command, "argv": argv}
         if multi:
-            workers = [self.args(None, "worker", rank) for rank in follower_ranks(self.node_count)]
+            workers = [self.rendered(self.args(None, "worker", rank)) for rank in follower_ranks(self.node_count)]
             vllm.update({
-                "workerCommand": self.command(workers[0]),
-                "workerArgv": self.argv(workers[0]),
-                "workerCommands": [self.command(w) for w in workers],
-                "workerArgvs": [self.argv(w) for w in workers],
+                "workerCommand": workers[0][0],
+                "workerArgv": workers[0][1],
+                "workerCommands": [w[0] for w in workers],
+                "workerArgvs": [w[1] for w in workers],
             })
         vllm["env"] = self.env(None)
         vllm["install"] = self._install_for_brand(get(get(store, "vllm"), "install"))
@@ -893,26 +908,26 @@ class _Synthesis:
         }
 
     def _multi_node(self) -> dict:
-        head = self.args(None, "head")
-        workers = [self.args(None, "worker", rank) for rank in follower_ranks(self.node_count)]
+        head = self.rendered(self.args(None, "head"))
+        workers = [self.rendered(self.args(None, "worker", rank)) for rank in follower_ranks(self.node_count)]
         return {
             "deployType": "multi_node",
             "nodeCount": self.node_count,
-            "headCommand": self.command(head),
-            "workerCommand": self.command(workers[0]),
-            "workerCommands": [self.command(w) for w in workers],
-            "headArgv": self.argv(head),
-            "workerArgv": self.argv(workers[0]),
-            "workerArgvs": [self.argv(w) for w in workers],
+            "headCommand": head[0],
+            "workerCommand": workers[0][0],
+            "workerCommands": [w[0] for w in workers],
+            "headArgv": head[1],
+            "workerArgv": workers[0][1],
+            "workerArgvs": [w[1] for w in workers],
             "env": self.env(None),
         }
 
     def _single_node(self) -> dict:
-        args = self.args(None, None)
+        command, argv = self.rendered(self.args(None, None))
         result = {
             "deployType": first(self.deploy_type, "single_node"),
-            "command": self.command(args),
-            "argv": self.argv(args),
+            "command": command,
+            "argv": argv,
             "env": self.env(None),
         }
         companions = self._companions()
