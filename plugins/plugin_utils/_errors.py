@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["RecipeError", "RecipeLoadError", "SchemaError", "SelectionError"]
+__all__ = ["RecipeError", "RecipeLoadError", "SchemaError", "SelectionError", "describe_value"]
 
 _MISSING: Any = object()
 _MAX_VALUE_CHARS = 120

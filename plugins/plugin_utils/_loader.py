@@ -414,7 +414,7 @@ def _load_url(
 def _strategy_dirs(dir_or_dirs: PathLike | Iterable[PathLike]) -> list[Path]:
     if isinstance(dir_or_dirs, (str, os.PathLike)):
         one = Path(dir_or_dirs)
-        if one.is_dir() and not any(one.glob("*.yaml")) and (one / "strategies").is_dir():
+        if (one / "strategies").is_dir():
             return [one / "strategies", one / "kv_store"]
         return [one]
     return [Path(d) for d in dir_or_dirs]
@@ -424,8 +424,8 @@ def load_strategies(dir_or_dirs: PathLike | Iterable[PathLike]) -> dict[str, dic
     """Every ``*.yaml`` strategy document of the given directories, keyed by
     ``name`` (serving strategies and kv_store deployments in one map).
 
-    A single directory holding ``strategies/`` and ``kv_store/`` subfolders
-    is expanded to both. Directories are read in the order given, files in
+    A single directory holding a ``strategies/`` subfolder (a recipes tree)
+    is expanded to its ``strategies/`` and ``kv_store/``. Directories are read in the order given, files in
     name order; a directory that does not exist is an error.
     """
     out: dict[str, dict[str, Any]] = {}
