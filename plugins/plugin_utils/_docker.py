@@ -151,3 +151,31 @@ def docker_command(command: str, env: Mapping, meta: Mapping, port: int = 8000) 
         head += f"\n  {env_flags} \\"
     tail = f" \\\n  {body}" if body else ""
     return f"{head}\n  {text(meta.get('image'))} {model_id}{tail}"
+
+
+def docker_processes(output: Mapping[str, Any], meta: Mapping) -> dict:
+    """Every process of a resolution wrapped in ``docker run``, keyed as the recipes site keys them.
+
+    ``single``, ``head``, ``workers`` (ranks 1..n-1), ``prefill``, ``decode``,
+    ``vllm`` and ``vllm_workers``; each is ``{port, argv, command}``.
+    """
+    def wrap(argv: list, command: str, env: Mapping, port: int) -> dict:
+        return {"port": port, "argv": docker_argv(argv, env, meta, port),
+                "command": docker_command(command, env, meta, port)}
+
+    kind = output.get("deployType")
+    if kind == "pd_cluster":
+        return {role: wrap(output[role]["argv"], output[role]["command"], output[role]["env"], port)
+                for role, port in (("prefill", 8001), ("decode", 8002))}
+    if kind == "kv_store_lb":
+        vllm = output["vllm"]
+        out = {"vllm": wrap(vllm["argv"], vllm["command"], vllm["env"], 8000)}
+        if "workerArgvs" in vllm:
+            out["vllm_workers"] = [wrap(a, c, vllm["env"], 8000)
+                                   for a, c in zip(vllm["workerArgvs"], vllm["workerCommands"])]
+        return out
+    if "headArgv" in output:
+        return {"head": wrap(output["headArgv"], output["headCommand"], output["env"], 8000),
+                "workers": [wrap(a, c, output["env"], 8000)
+                            for a, c in zip(output["workerArgvs"], output["workerCommands"])]}
+    return {"single": wrap(output["argv"], output["command"], output["env"], 8000)}
