@@ -1,0 +1,211 @@
+# vllm_fleet.recipes: developer and CI entry points.
+#
+#   make venv        .venv with everything Python needs (skipped when requirements are unchanged)
+#   make demo        run tools/demo.py
+#   make test        unit -> conformance -> sanity -> lint (what CI runs)
+#
+# Every step is its own target; `make help` lists them. docs/development.md explains
+# each one, which ansible-test sanity tests run and why some are skipped.
+
+SHELL := bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+.DELETE_ON_ERROR:
+MAKEFLAGS += --no-print-directory
+
+# ---------------------------------------------------------------------------
+# Knobs (override on the command line: `make unit PYTEST_ARGS='-k schema -x'`)
+# ---------------------------------------------------------------------------
+PYTHON        ?= python3
+VENV          ?= .venv
+SHARED        ?= ../shared
+PYTEST_ARGS   ?=
+SANITY_ARGS   ?=
+LINT_ARGS     ?=
+# ansible-core's controller Python for `ansible-test sanity --python`.
+SANITY_PYTHON ?= 3.11
+# Collections that deploy roles need; Galaxy is unreachable, so they are taken
+# from PyPI's `ansible` bundle (see `make collections`).
+ANSIBLE_BUNDLE_VERSION ?= 12.3.0
+BUNDLED_COLLECTIONS    ?= community/docker ansible/posix community/library_inventory_filtering_v1
+
+# ---------------------------------------------------------------------------
+# Derived paths
+# ---------------------------------------------------------------------------
+ROOT        := $(abspath .)
+VBIN        := $(abspath $(VENV))/bin
+VPY         := $(VBIN)/python
+REQS        := $(strip requirements.txt $(wildcard requirements-dev.txt))
+VENV_STAMP  := $(VENV)/.vllm-fleet-requirements.sha256
+COLL_ROOT   := $(ROOT)/.collections
+COLL_LINK   := $(COLL_ROOT)/ansible_collections/vllm_fleet/recipes
+BUNDLE_DIR  := $(ROOT)/.cache/ansible-bundle
+BUNDLE_STAMP := $(COLL_ROOT)/.bundled-$(ANSIBLE_BUNDLE_VERSION)
+# pip on our machines warns about configured file:// indexes that do not exist.
+PIP_NOISE   := WARNING: Location '.*' is ignored: it is neither a file nor a directory
+
+# Tools run from the venv and see this checkout as vllm_fleet.recipes.
+export PATH := $(VBIN):$(PATH)
+export ANSIBLE_COLLECTIONS_PATH := $(COLL_ROOT)
+export PIP_DISABLE_PIP_VERSION_CHECK := 1
+
+# ansible-test sanity tests that cannot run here (docs/development.md, "Sanity"):
+#   pslint  - PowerShell only; pwsh/PSScriptAnalyzer are not installable from the
+#             registries we reach, and this collection ships no PowerShell.
+#   import  - run separately below (`sanity-import`), without plugins/plugin_utils/.
+SANITY_SKIP := pslint import
+
+.PHONY: help venv collection-link collections unit conformance sanity sanity-main \
+        sanity-import ansible-test-pip lint test demo build clean distclean
+
+help: ## list targets
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-16s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+# ---------------------------------------------------------------------------
+# Environment
+# ---------------------------------------------------------------------------
+venv: ## create/refresh .venv from requirements*.txt (no-op when unchanged)
+	@want="$$(cat $(REQS) | sha256sum | cut -d' ' -f1)"; \
+	if [ -x "$(VPY)" ] && [ -f "$(VENV_STAMP)" ] && [ "$$(cat $(VENV_STAMP))" = "$$want" ]; then \
+		echo "venv: $(VENV) is up to date with $(REQS)"; \
+		exit 0; \
+	fi; \
+	if [ ! -x "$(VPY)" ]; then \
+		echo "venv: creating $(VENV) with $$(command -v $(PYTHON))"; \
+		$(PYTHON) -m venv $(VENV); \
+	fi; \
+	echo "venv: installing $(REQS)"; \
+	$(VPY) -m pip install --quiet $(addprefix -r ,$(REQS)) 2>&1 | { grep -v "$(PIP_NOISE)" || true; }; \
+	v="$$($(VPY) -c 'import sys; print("%d.%d" % sys.version_info[:2])')"; \
+	[ "$$v" = "$(SANITY_PYTHON)" ] || echo "venv: WARNING: $(VENV) runs Python $$v; ansible-test sanity expects $(SANITY_PYTHON)"; \
+	echo "$$want" > $(VENV_STAMP); \
+	echo "venv: ready ($$($(VPY) -m pip freeze | wc -l) packages)"
+
+collection-link: ## make .collections/ansible_collections/vllm_fleet/recipes -> this checkout
+	@mkdir -p $(dir $(COLL_LINK))
+	@if [ "$$(readlink $(COLL_LINK) 2>/dev/null)" != "../../.." ]; then \
+		rm -rf $(COLL_LINK); ln -s ../../.. $(COLL_LINK); \
+		echo "collection-link: $(COLL_LINK) -> ../../.."; \
+	fi
+
+collections: collection-link $(BUNDLE_STAMP) ## also unpack community.docker / ansible.posix from PyPI's ansible bundle
+
+# Unpacks only the named collections from the bundle wheel (3 MB of 54).
+define UNPACK_BUNDLE_PY
+import shutil, sys, zipfile
+wheel, dest, wanted = sys.argv[1], sys.argv[2], sys.argv[3:]
+with zipfile.ZipFile(wheel) as zf:
+    for coll in wanted:
+        prefix = "ansible_collections/%s/" % coll
+        shutil.rmtree("%s/%s" % (dest, prefix), ignore_errors=True)
+        members = [n for n in zf.namelist() if n.startswith(prefix)]
+        if not members:
+            sys.exit("collections: %s not found in %s" % (coll, wheel))
+        zf.extractall(dest, members)
+        print("collections: unpacked %s (%d files)" % (coll.replace("/", "."), len(members)))
+endef
+export UNPACK_BUNDLE_PY
+
+$(BUNDLE_STAMP): | venv
+	@mkdir -p $(BUNDLE_DIR) $(COLL_ROOT)/ansible_collections
+	$(VPY) -m pip download --quiet --no-deps --dest $(BUNDLE_DIR) ansible==$(ANSIBLE_BUNDLE_VERSION) \
+		2>&1 | { grep -v "$(PIP_NOISE)" || true; }
+	@$(VPY) -c "$$UNPACK_BUNDLE_PY" $(BUNDLE_DIR)/ansible-$(ANSIBLE_BUNDLE_VERSION)-py3-none-any.whl \
+		$(COLL_ROOT) $(BUNDLED_COLLECTIONS)
+	@rm -f $(COLL_ROOT)/.bundled-*
+	@touch $@
+
+# ---------------------------------------------------------------------------
+# Test steps (`make test` runs them in this order)
+# ---------------------------------------------------------------------------
+test: unit conformance sanity lint ## everything CI runs
+
+unit: venv collection-link ## pytest on tests/
+	$(VPY) -m pytest $(PYTEST_ARGS)
+
+conformance: venv collection-link ## replay the upstream command-synthesis corpus and the seed recipe
+	@if [ ! -d "$(SHARED)" ]; then \
+		echo "conformance: SKIPPED: $(SHARED) not found (the upstream corpus must sit beside the checkout)"; \
+		exit 0; \
+	fi; \
+	if [ ! -f tools/conformance.py ]; then \
+		echo "conformance: FAILED: tools/conformance.py does not exist (yet)" >&2; \
+		exit 1; \
+	fi; \
+	set -x; \
+	$(VPY) tools/conformance.py --recipes $(SHARED)/upstream/recipes --cases $(SHARED)/upstream/conformance/cases.jsonl.gz; \
+	$(VPY) tools/conformance.py --published $(SHARED)/seed/GLM-5.3-Flash.json
+
+sanity: sanity-main sanity-import ## ansible-test sanity: offline-capable tests, local, no docker
+
+# ansible-test finds the collection through ANSIBLE_TEST_CONTENT_ROOT: os.getcwd()
+# resolves the symlink, so cd'ing into it alone is not enough.
+ANSIBLE_TEST := cd $(COLL_LINK) && ANSIBLE_TEST_CONTENT_ROOT=$(COLL_LINK) \
+	ansible-test sanity --python $(SANITY_PYTHON) --color no
+
+sanity-main: venv collections ansible-test-pip
+	$(ANSIBLE_TEST) $(addprefix --skip-test ,$(SANITY_SKIP)) $(SANITY_ARGS)
+
+# The import test runs each file in a venv holding only ansible-core's own
+# requirements. plugins/plugin_utils/ is the engine, which hard-depends on
+# pydantic (requirements.txt), so it is excluded there; tests/unit imports it.
+# Filters/lookups/actions must guard engine imports (docs/development.md).
+sanity-import: venv collections ansible-test-pip
+	$(ANSIBLE_TEST) --test import $(if $(wildcard plugins/plugin_utils/*.py),--exclude plugins/plugin_utils/) $(SANITY_ARGS)
+
+# ansible-test bootstraps pip in each sanity venv with a get-pip.py it downloads
+# from a host we cannot reach. It first looks in ~/.ansible/test/cache, so we put
+# an equivalent there: ensurepip, then pip installs the requested pip from PyPI.
+define GET_PIP_SHIM
+"""Offline stand-in for get-pip.py, written by vllm_fleet.recipes' Makefile.
+
+ansible-test runs it as: python get_pip_X_Y.py [pip options] pip==X.Y [--no-setuptools] [--no-wheel]
+"""
+import subprocess
+import sys
+
+args = [a for a in sys.argv[1:] if a not in ("--no-setuptools", "--no-wheel")]
+subprocess.check_call([sys.executable, "-m", "ensurepip", "--upgrade", "--default-pip"])
+subprocess.check_call([sys.executable, "-m", "pip", "install", "--upgrade", "--force-reinstall"] + args)
+if "--no-setuptools" in sys.argv:
+    subprocess.call([sys.executable, "-m", "pip", "uninstall", "--yes", "--quiet", "setuptools"])
+endef
+export GET_PIP_SHIM
+
+ansible-test-pip: venv
+	@ver="$$($(VPY) -c 'import types; from ansible_test._internal.python_requirements import get_venv_packages as g; print(g(types.SimpleNamespace(version="$(SANITY_PYTHON)"))["pip"])')"; \
+	shim="$$HOME/.ansible/test/cache/get_pip_$${ver//./_}.py"; \
+	if [ ! -s "$$shim" ]; then \
+		mkdir -p "$$(dirname "$$shim")"; \
+		printf '%s\n' "$$GET_PIP_SHIM" > "$$shim"; \
+		echo "ansible-test-pip: wrote offline pip bootstrap $$shim"; \
+	fi
+
+LINT_PATHS := $(wildcard playbooks roles)
+
+lint: venv collections ## ansible-lint (profile production) on playbooks/ and roles/
+ifeq ($(strip $(LINT_PATHS)),)
+	@echo "lint: SKIPPED ansible-lint: neither playbooks/ nor roles/ exists yet"
+else
+	ansible-lint $(LINT_ARGS) $(LINT_PATHS)
+endif
+	@if command -v shellcheck >/dev/null; then \
+		echo "shellcheck .ci/run"; shellcheck .ci/run; \
+	else \
+		echo "lint: shellcheck not installed; .ci/run not checked"; \
+	fi
+
+# ---------------------------------------------------------------------------
+# Other entry points
+# ---------------------------------------------------------------------------
+demo: venv collection-link ## run tools/demo.py
+	$(VPY) tools/demo.py
+
+build: venv ## build the collection tarball into out/
+	ansible-galaxy collection build --force --output-path out/ .
+
+clean: ## remove generated test output and the collection symlink tree
+	rm -rf .collections tests/output out .pytest_cache
+
+distclean: clean ## also remove .venv and download caches
+	rm -rf $(VENV) .cache
