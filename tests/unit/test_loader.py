@@ -202,8 +202,11 @@ def test_shipped_yaml_equals_seed_json() -> None:
     # key order of everything the engine iterates (env, args, overrides)
     assert json.dumps(_without_guide(shipped.data)) == json.dumps(_without_guide(converted.data))
     # the guide only lost trailing blanks on some lines
-    strip = lambda text: [line.rstrip() for line in text.split("\n")]  # noqa: E731
-    assert strip(shipped.data["guide"]) == strip(converted.data["guide"])
+    assert _lines(shipped.data["guide"]) == _lines(converted.data["guide"])
+
+
+def _lines(text: str) -> list[str]:
+    return [line.rstrip() for line in text.split("\n")]
 
 
 def _published(alternatives: list[str], strategy: str, node_count: int = 1, **extra: Any) -> dict[str, Any]:
@@ -270,7 +273,7 @@ def test_published_round_trip_keeps_strategy_semantics(path: Path) -> None:
     doc["hf_id"] = f"{path.parent.name}/{path.stem}"
     doc["recommended_command"] = {"strategy": recommended, "node_count": 1,
                                   "alternatives": {a: "/x.json" for a in alternatives}}
-    data, _ = from_published(doc, serving_order=SERVING, kv_store_names=KV_STORES)
+    data = from_published(doc, serving_order=SERVING, kv_store_names=KV_STORES)[0]
     if not compatible:
         # the API still names a recommended strategy for an empty list
         assert data["compatible_strategies"] == [recommended]
@@ -345,7 +348,7 @@ def test_url_fetch_then_cache_hit_when_offline(site: tuple[str, Path, Any], tmp_
 
 
 def test_url_yaml_source_form(site: tuple[str, Path, Any]) -> None:
-    base, _, _ = site
+    base = site[0]
     loaded = load_recipe(f"{base}/models/org/small.yaml")
     assert (loaded.hf_id, loaded.form) == ("org/small", "source")
 
@@ -362,13 +365,13 @@ def test_unreachable_and_uncached_url_is_a_clear_error(tmp_path: Path) -> None:
 
 
 def test_http_404_is_not_served_from_cache(site: tuple[str, Path, Any], tmp_path: Path) -> None:
-    base, _, _ = site
+    base = site[0]
     with pytest.raises(RecipeLoadError, match=r"/nope\.json: HTTP 404"):
         load_recipe(f"{base}/nope.json", cache_dir=tmp_path)
 
 
 def test_url_with_bad_json_names_the_url(site: tuple[str, Path, Any]) -> None:
-    base, root, _ = site
+    base, root = site[0], site[1]
     (root / "broken.json").write_text("{nope", encoding="utf-8")
     with pytest.raises(RecipeLoadError, match=rf"{base}/broken\.json: invalid JSON"):
         load_recipe(f"{base}/broken.json")

@@ -327,7 +327,7 @@ def test_errors_are_value_errors_and_pickle(cls: type[RecipeError]) -> None:
     err = cls("variants.fp8.tp", value="4", expected="an integer", source="x.yaml")
     assert isinstance(err, ValueError)
     clone = pickle.loads(pickle.dumps(err))
-    assert type(clone) is cls
+    assert clone.__class__ is cls
     assert str(clone) == str(err) == "x.yaml: variants.fp8.tp: got '4' (str); expected an integer"
     assert (clone.key, clone.value, clone.expected) == ("variants.fp8.tp", "4", "an integer")
 
