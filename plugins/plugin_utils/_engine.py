@@ -24,6 +24,7 @@ from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._loader import 
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._selection import (
     Selection,
     complete_selection,
+    one_of,
     validate_selection,
 )
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._synthesis import (
@@ -130,9 +131,10 @@ def resolve(recipe: Union[LoadedRecipe, Mapping[str, Any]],
     chosen = selection_from_mapping(selection or {})
     variants = data.get("variants") or {}
     if chosen.variant not in variants:
-        raise SelectionError("variant", value=chosen.variant, expected="one of: " + ", ".join(variants))
-    if chosen.hardware is not None and chosen.hardware not in (catalog.taxonomy.get("hardware_profiles") or {}):
-        catalog.hardware(chosen.hardware)  # raises with the accepted ids
+        raise SelectionError("variant", value=chosen.variant, expected=one_of(variants))
+    profiles = catalog.taxonomy.get("hardware_profiles") or {}
+    if chosen.hardware is not None and chosen.hardware not in profiles:
+        raise SelectionError("hardware", value=chosen.hardware, expected=one_of(profiles))
     complete = complete_selection(data, chosen, catalog.strategies, catalog.taxonomy)
     if strict:
         validate_selection(data, complete, catalog.strategies, catalog.taxonomy)

@@ -368,7 +368,7 @@ def default_selection(recipe: Mapping, strategies: Mapping, taxonomy: Mapping,
     profiles = get(taxonomy, "hardware_profiles") or {}
     variant_obj = get(get(recipe, "variants"), variant)
     if variant_obj is None:
-        raise SelectionError("variant", value=variant, expected=_one_of(get(recipe, "variants") or {}))
+        raise SelectionError("variant", value=variant, expected=one_of(get(recipe, "variants") or {}))
     hw = hardware or pick_default_hardware(profiles, variant_obj, recipe)
     for rendering in published_renderings(recipe, variant, hw, strategies, taxonomy):
         if rendering.recommended:
@@ -408,7 +408,7 @@ def complete_selection(recipe: Mapping, selection: Selection, strategies: Mappin
 # Strict validation
 # --------------------------------------------------------------------------
 
-def _one_of(names: Any) -> str:
+def one_of(names: Any) -> str:
     listed = ", ".join(sorted(str(n) for n in names))
     return f"one of: {listed}" if listed else "nothing (none is defined)"
 
@@ -427,34 +427,34 @@ def validate_selection(recipe: Mapping, selection: Selection, strategies: Mappin
     """
     variants = get(recipe, "variants") or {}
     if selection.variant not in variants:
-        raise SelectionError("variant", value=selection.variant, expected=_one_of(variants))
+        raise SelectionError("variant", value=selection.variant, expected=one_of(variants))
     variant = variants[selection.variant]
     profiles = get(taxonomy, "hardware_profiles") or {}
     hw = selection.hardware
     if hw not in profiles:
-        raise SelectionError("hardware", value=hw, expected=_one_of(profiles))
+        raise SelectionError("hardware", value=hw, expected=one_of(profiles))
     profile = profiles[hw]
     if not precision_compatible(profile, variant):
         constraint = precision_constraint(variant) or {}
         needs = " ".join(str(v) for v in (constraint.get("brand"), constraint.get("generation")) if v)
         raise SelectionError("hardware", value=hw, expected=f"{needs} hardware for precision "
                              f"{get(variant, 'precision')!r} of variant {selection.variant!r}: "
-                             + _one_of(listed_hardware(profiles, variant, recipe)))
+                             + one_of(listed_hardware(profiles, variant, recipe)))
     if not hardware_supported(recipe, hw):
         raise SelectionError("hardware", value=hw, reason="the recipe marks this hardware unsupported",
-                             expected=_one_of(listed_hardware(profiles, variant, recipe)))
+                             expected=one_of(listed_hardware(profiles, variant, recipe)))
     if not variant_hardware_supported(variant, hw):
         raise SelectionError("hardware", value=hw, expected=f"hardware listed by variant {selection.variant!r}: "
-                             + _one_of(variant.get("supported_hardware") or []))
+                             + one_of(variant.get("supported_hardware") or []))
 
     offered = [s for s in effective_compatible_strategies(recipe) if s in strategies]
     strategy = selection.strategy
     if strategy not in offered:
-        raise SelectionError("strategy", value=strategy, expected=_one_of(offered))
+        raise SelectionError("strategy", value=strategy, expected=one_of(offered))
     if not strategy_supported_on(recipe, strategy, profile, hw):
         usable = [s for s in offered if strategy_supported_on(recipe, s, profile, hw)]
         raise SelectionError("strategy", value=strategy, reason=f"not supported on {hw}",
-                             expected=_one_of(usable))
+                             expected=one_of(usable))
     kind = get(strategies[strategy], "deploy_type")
     gpus = gpu_count_of(profile)
     if not strategy_reachable(recipe, strategy, kind, gpus, hw):
@@ -465,7 +465,7 @@ def validate_selection(recipe: Mapping, selection: Selection, strategies: Mappin
     _validate_features(recipe, selection, strategy, variant, profile, hw)
     _validate_kv(recipe, selection, strategy, strategies, taxonomy, profile)
     if selection.frontend is not None and selection.frontend not in FRONTENDS:
-        raise SelectionError("frontend", value=selection.frontend, expected=_one_of(FRONTENDS))
+        raise SelectionError("frontend", value=selection.frontend, expected=one_of(FRONTENDS))
     for index, token in enumerate(selection.advanced_args):
         if not isinstance(token, str) or token == "":
             raise SelectionError(f"advanced_args[{index}]", value=token, expected="a non-empty string")
@@ -523,7 +523,7 @@ def _validate_pd_nodes(recipe: Mapping, selection: Selection, profile: Mapping, 
             _require_int(f"pd_nodes.{role}.rank", request["rank"], 0, max(0, nodes - 1))
         mode = request.get("parallelism")
         if mode is not None and mode not in modes:
-            raise SelectionError(f"pd_nodes.{role}.parallelism", value=mode, expected=_one_of(modes))
+            raise SelectionError(f"pd_nodes.{role}.parallelism", value=mode, expected=one_of(modes))
         floor = nodes_for_strategy(recipe, mode or "tp", gpus, hw)
         if nodes and nodes < floor:
             raise SelectionError(f"pd_nodes.{role}.nodes", value=nodes,
@@ -538,7 +538,7 @@ def _validate_features(recipe: Mapping, selection: Selection, strategy: str, var
     known = get(recipe, "features") or {}
     for index, key in enumerate(selection.features or ()):
         if key not in known:
-            raise SelectionError(f"features[{index}]", value=key, expected=_one_of(known))
+            raise SelectionError(f"features[{index}]", value=key, expected=one_of(known))
         if not feature_allowed_for_strategy(known[key], strategy):
             raise SelectionError(f"features[{index}]", value=key,
                                  reason=f"not available with strategy {strategy!r}",
@@ -546,20 +546,20 @@ def _validate_features(recipe: Mapping, selection: Selection, strategy: str, var
     for key, mode in (selection.feature_modes or {}).items():
         feature = known.get(key)
         if feature is None:
-            raise SelectionError(f"feature_modes.{key}", value=mode, expected=f"a feature key: {_one_of(known)}")
+            raise SelectionError(f"feature_modes.{key}", value=mode, expected=f"a feature key: {one_of(known)}")
         modes = feature.get("modes")
         if not isinstance(modes, dict):
             with_modes = [k for k, f in known.items() if isinstance(get(f, "modes"), dict)]
             raise SelectionError(f"feature_modes.{key}", value=mode,
-                                 reason=f"feature {key!r} has no modes", expected=f"a feature with modes: {_one_of(with_modes)}")
+                                 reason=f"feature {key!r} has no modes", expected=f"a feature with modes: {one_of(with_modes)}")
         allowed = [m for m, spec in modes.items()
                    if mode_allowed_for_variant(spec, selection.variant) and mode_supported(spec, profile, hw)]
         if mode not in modes:
-            raise SelectionError(f"feature_modes.{key}", value=mode, expected=_one_of(modes))
+            raise SelectionError(f"feature_modes.{key}", value=mode, expected=one_of(modes))
         if mode not in allowed:
             raise SelectionError(f"feature_modes.{key}", value=mode,
                                  reason=f"not available for variant {selection.variant!r} on {hw}",
-                                 expected=_one_of(allowed))
+                                 expected=one_of(allowed))
         if key not in (selection.features or ()):
             raise SelectionError(f"feature_modes.{key}", value=mode,
                                  reason=f"feature {key!r} is not enabled", expected=f"{key!r} listed in features")
@@ -586,7 +586,7 @@ def _validate_kv(recipe: Mapping, selection: Selection, strategy: str, strategie
             _require_int("kv_instances", count, 1, MAX_NODES)
         return
     if choice not in options:
-        raise SelectionError("kv_offload", value=choice, expected=_one_of([*options, *stores]))
+        raise SelectionError("kv_offload", value=choice, expected=one_of([*options, *stores]))
     option = options[choice]
     strategy_spec = strategies[strategy]
     if not kv_offload_allowed_for_strategy(option, strategy, strategy_spec):
@@ -595,4 +595,4 @@ def _validate_kv(recipe: Mapping, selection: Selection, strategy: str, strategie
         raise SelectionError("kv_offload", value=choice,
                              reason="the recipe does not opt in to it (kv_offload_support)")
     if not kv_offload_brand_supported(option, profile):
-        raise SelectionError("kv_offload", value=choice, expected=f"hardware of brand {_one_of(option.get('brands'))}")
+        raise SelectionError("kv_offload", value=choice, expected=f"hardware of brand {one_of(option.get('brands'))}")

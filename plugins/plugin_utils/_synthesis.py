@@ -172,7 +172,7 @@ def min_gpus_for(recipe: Mapping, key: str, gpu_id: Any = None) -> Any:
             return block
         return present(get(block, key), get(block, f"multi_node_{key}"), get(block, f"single_node_{key}"), 0)
 
-    return js_max(from_block(floors), from_block(get(floors, gpu_id)) if truthy(gpu_id) else 0)
+    return as_int_if_whole(js_max(from_block(floors), from_block(get(floors, gpu_id)) if truthy(gpu_id) else 0))
 
 
 def nodes_for_strategy(recipe: Mapping, key: str, gpus_per_node: Any, gpu_id: Any = None) -> int:
