@@ -1,0 +1,181 @@
+# Copyright: (c) 2026, vllm_fleet maintainers
+# Apache License 2.0 (see LICENSE)
+"""Controller-side action: compile the inventory's deployments into a fleet plan.
+
+All logic lives in plugin_utils (_inventory, _placement, _container, _render);
+this file only gathers hostvars/groups, calls them and writes files. Its
+documentation lives in ``plugins/modules/vllm_plan.py``.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Mapping
+
+from ansible.errors import AnsibleActionFail
+from ansible.module_utils.common.text.converters import to_native, to_text
+from ansible.plugins.action import ActionBase
+
+try:
+    from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._errors import RecipeError
+    from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._placement import (
+        build_plan,
+        engine_factory,
+        plan_to_dict,
+    )
+    from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._render import (
+        file_mode,
+        render,
+    )
+    IMPORT_ERROR = None
+except ImportError as exc:  # pragma: no cover - surfaced as a task failure
+    IMPORT_ERROR = exc
+
+MANIFEST = ".vllm-render-manifest"
+
+#: Host variables placement reads (everything else in hostvars is ignored).
+HOST_VARS = (
+    "vllm_deployment", "vllm_fabric_address", "vllm_fabric_interface", "vllm_pd_role",
+    "vllm_node_rank", "vllm_gpu_count", "vllm_gpus", "vllm_deployment_gpus", "vllm_rdma_devices",
+    "vllm_ib_hca", "vllm_mooncake_role", "vllm_mooncake_device", "vllm_placeholders",
+    "ansible_host", "ansible_default_ipv4",
+)
+
+
+def _plain(value):
+    """Deep-copy templated Ansible containers into plain dict/list/str."""
+    if isinstance(value, Mapping):
+        return {to_text(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, (bool, int, float)) or value is None:
+        return value
+    return to_text(value)
+
+
+class ActionModule(ActionBase):
+    """Compile and render the fleet plan (controller-side only)."""
+
+    TRANSFERS_FILES = False
+    _requires_connection = False
+    _VALID_ARGS = frozenset(("dest", "prune", "deployments", "recipe_dirs", "catalog_dir", "cache_dir"))
+
+    def _host_vars(self, task_vars):
+        hostvars = task_vars.get("hostvars") or {}
+        groups = task_vars.get("groups") or {}
+        out = {}
+        for host in groups.get("all", []):
+            source = hostvars[host]
+            data = {}
+            for key in HOST_VARS:
+                if key in source:
+                    data[key] = _plain(source[key])
+            facts = source.get("ansible_facts") if hasattr(source, "get") else None
+            if isinstance(facts, Mapping) and "default_ipv4" in facts:
+                data["ansible_facts"] = {"default_ipv4": _plain(facts["default_ipv4"])}
+            out[to_text(host)] = data
+        return out
+
+    def run(self, tmp=None, task_vars=None):
+        result = super().run(tmp, task_vars)
+        del tmp
+        task_vars = task_vars or {}
+        if IMPORT_ERROR is not None:
+            raise AnsibleActionFail(f"vllm_plan cannot import the collection's plugin_utils: {IMPORT_ERROR}")
+
+        args = self._task.args
+        unknown = sorted(set(args) - self._VALID_ARGS)
+        if unknown:
+            raise AnsibleActionFail(f"vllm_plan: unsupported option(s) {', '.join(unknown)}; "
+                                    f"supported: {', '.join(sorted(self._VALID_ARGS))}")
+        base_dir = to_text(task_vars.get("playbook_dir") or os.getcwd())
+        deployments = args.get("deployments")
+        if deployments is None and "vllm_deployments" in task_vars:
+            deployments = _plain(task_vars["vllm_deployments"])
+        recipe_dirs = [to_text(p) for p in (args.get("recipe_dirs") or [])]
+        catalog = None
+        try:
+            if args.get("catalog_dir"):
+                from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._catalog import load_catalog
+                catalog = load_catalog(os.path.join(base_dir, to_text(args["catalog_dir"])))
+            factory = engine_factory(catalog=catalog, recipe_dirs=recipe_dirs, base_dir=base_dir,
+                                     cache_dir=to_text(args["cache_dir"]) if args.get("cache_dir") else None)
+            groups = {to_text(g): [to_text(h) for h in hs] for g, hs in (task_vars.get("groups") or {}).items()}
+            fleet = build_plan(self._host_vars(task_vars), groups, factory, deployments_list=deployments)
+            files = render(fleet)
+        except (RecipeError, ValueError) as exc:
+            result.update(failed=True, msg=f"vllm_plan: {to_native(exc)}")
+            return result
+
+        plan = plan_to_dict(fleet)
+        summary = [f"{name}: {d['deploy_type']} on {', '.join(d['hosts'])} -> {d['endpoint'] or '-'}"
+                   for name, d in plan["deployments"].items()]
+        result.update(changed=False, plan=plan, files=sorted(files), summary=summary)
+        dest = args.get("dest")
+        if not dest:
+            return result
+
+        dest = os.path.abspath(os.path.join(os.getcwd(), to_text(dest)))
+        written, removed = self._write(dest, files, bool(args.get("prune", True)))
+        result.update(dest=dest, written=written, removed=removed, changed=bool(written or removed))
+        return result
+
+    def _write(self, dest, files, prune):
+        check = self._task.check_mode
+        written = []
+        for rel in sorted(files):
+            path = os.path.join(dest, rel)
+            data = files[rel].encode("utf-8")
+            mode = file_mode(rel)
+            try:
+                with open(path, "rb") as handle:
+                    same = handle.read() == data
+                same = same and (os.stat(path).st_mode & 0o777) == mode
+            except OSError:
+                same = False
+            if same:
+                continue
+            written.append(rel)
+            if not check:
+                self._atomic_write(path, data, mode)
+        old = []
+        manifest = os.path.join(dest, MANIFEST)
+        try:
+            with open(manifest, encoding="utf-8") as handle:
+                old = [line.strip() for line in handle if line.strip()]
+        except OSError:
+            pass
+        removed = sorted(rel for rel in old if rel not in files and prune
+                         and os.path.exists(os.path.join(dest, rel)))
+        if not check:
+            for rel in removed:
+                os.unlink(os.path.join(dest, rel))
+                parent = os.path.dirname(os.path.join(dest, rel))
+                while parent != dest and os.path.isdir(parent) and not os.listdir(parent):
+                    os.rmdir(parent)
+                    parent = os.path.dirname(parent)
+            listing = ("\n".join(sorted(files)) + "\n").encode("utf-8")
+            try:
+                with open(manifest, "rb") as handle:
+                    unchanged = handle.read() == listing
+            except OSError:
+                unchanged = False
+            if not unchanged:
+                self._atomic_write(manifest, listing, 0o644)
+        return written, removed
+
+    @staticmethod
+    def _atomic_write(path, data, mode):
+        directory = os.path.dirname(path)
+        os.makedirs(directory, exist_ok=True)
+        fd, tmp_path = tempfile.mkstemp(prefix=".vllm-", dir=directory)
+        try:
+            os.fchmod(fd, mode)
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(data)
+            os.replace(tmp_path, path)
+        except BaseException:
+            if os.path.exists(tmp_path):
+                os.unlink(tmp_path)
+            raise

@@ -1,0 +1,215 @@
+# Copyright: (c) 2026, vllm_fleet maintainers
+# Apache License 2.0 (see LICENSE)
+"""Container flag profiles: the exact ``docker run`` argv of every engine process.
+
+PRIVATE to the vllm_fleet.recipes collection: not a public API, may change
+without notice. Other collections must not import it.
+
+Two profiles (docs/container-flags.md lists every difference):
+
+``upstream``
+    The recipes site's own ``docker run`` flags, token for token, as found in
+    the resolution's ``docker.processes``. Only what running under systemd
+    requires is changed: ``--rm --name NAME`` and ``--env-file`` are added
+    after ``run``, placeholders are filled, ``-e KEY=VALUE`` values are the
+    placed values (same keys, same order), the ``~/.cache/huggingface`` mount
+    source becomes the weights cache directory (systemd runs no shell to
+    expand ``~``), and ``-p`` follows the process's API port.
+
+``hardened`` (default)
+    Per-vendor least-privilege flags, no ``--privileged``, every environment
+    variable through the 0600 ``--env-file`` (none on the command line),
+    ``--network host`` for multi-node, PD and Mooncake deployments, RDMA
+    devices only when asked for.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional, Sequence
+
+__all__ = [
+    "ContainerSpec",
+    "HARDENED_VENDORS",
+    "engine_docker_argv",
+    "router_docker_argv",
+    "vendor_flags",
+    "rdma_flags",
+    "visible_devices_var",
+    "ASCEND_DRIVER_MOUNTS",
+]
+
+#: Path the vLLM images read the Hugging Face cache from.
+CONTAINER_HF_CACHE = "/root/.cache/huggingface"
+
+HARDENED_VENDORS = ("nvidia", "amd", "ascend")
+
+#: Read-only host paths the Ascend runtime needs inside the container (vllm-ascend quick start).
+ASCEND_DRIVER_MOUNTS = (
+    "/usr/local/dcmi",
+    "/usr/local/bin/npu-smi",
+    "/usr/local/Ascend/driver/lib64/",
+    "/usr/local/Ascend/driver/version.info",
+    "/etc/ascend_install.info",
+)
+#: Extra Ascend mounts for multi-node HCCL (link checks with hccn_tool).
+ASCEND_MULTI_NODE_MOUNTS = ("/usr/bin/hccn_tool", "/etc/hccn.conf")
+
+
+@dataclass(frozen=True)
+class ContainerSpec:
+    """Everything needed to build one engine container's argv."""
+
+    name: str
+    image: str
+    #: vendor: nvidia | amd | ascend | tpu | intel
+    vendor: str
+    #: The program argv (``vllm serve MODEL ...``), fully placed.
+    program_argv: Sequence[str]
+    env_file: str
+    weights_dir: str
+    network_host: bool
+    #: Host port published with ``-p`` when not on the host network.
+    api_port: Optional[int]
+    #: Physical accelerator indexes of the host this container may use.
+    gpus: Sequence[int] = ()
+    #: All accelerator indexes of the host (Ascend passes every /dev/davinciN).
+    host_gpus: Sequence[int] = ()
+    gpu_runtime: str = "nvidia"
+    rdma: bool = False
+    multi_node: bool = False
+    #: (host_path, container_path, options) bind mounts, e.g. the Mooncake config.
+    mounts: Sequence[tuple[str, str, str]] = ()
+    extra_args: Sequence[str] = ()
+    docker_binary: str = "/usr/bin/docker"
+
+
+def visible_devices_var(vendor: str) -> Optional[str]:
+    """The variable that masks accelerators for ``vendor``."""
+    return {
+        "nvidia": "CUDA_VISIBLE_DEVICES",
+        "amd": "ROCR_VISIBLE_DEVICES",
+        "ascend": "ASCEND_RT_VISIBLE_DEVICES",
+    }.get(vendor)
+
+
+def vendor_flags(vendor: str, *, gpu_runtime: str = "nvidia", host_gpus: Sequence[int] = (),
+                 multi_node: bool = False) -> list[str]:
+    """Hardened device flags for one vendor (no ``--privileged``)."""
+    if vendor == "nvidia":
+        gpu = ["--device", "nvidia.com/gpu=all"] if gpu_runtime == "cdi" else ["--gpus", "all"]
+        return gpu + ["--ipc=host"]
+    if vendor == "amd":
+        return ["--device", "/dev/kfd", "--device", "/dev/dri", "--group-add", "video", "--ipc=host"]
+    if vendor == "ascend":
+        flags: list[str] = []
+        for index in host_gpus:
+            flags += ["--device", f"/dev/davinci{index}"]
+        for dev in ("/dev/davinci_manager", "/dev/devmm_svm", "/dev/hisi_hdc"):
+            flags += ["--device", dev]
+        mounts = list(ASCEND_DRIVER_MOUNTS) + (list(ASCEND_MULTI_NODE_MOUNTS) if multi_node else [])
+        for path in mounts:
+            flags += ["-v", f"{path}:{path}:ro"]
+        return flags + ["--ipc=host"]
+    raise ValueError(f"no hardened flags for vendor {vendor!r}")
+
+
+def rdma_flags() -> list[str]:
+    """RDMA opt-in: without /dev/infiniband NCCL silently falls back to TCP."""
+    return ["--device", "/dev/infiniband", "--cap-add", "IPC_LOCK",
+            "--ulimit", "memlock=-1", "--ulimit", "stack=67108864"]
+
+
+def _program_after_image(vendor: str, program_argv: Sequence[str]) -> list[str]:
+    # vllm/vllm-openai(-rocm) images have ENTRYPOINT ["vllm", "serve"]: the model and
+    # flags follow the image. vllm-ascend images have no entrypoint: pass the program.
+    argv = list(program_argv)
+    if vendor != "ascend" and argv[:2] == ["vllm", "serve"]:
+        return argv[2:]
+    return argv
+
+
+def hardened_engine_argv(spec: ContainerSpec) -> list[str]:
+    """``docker run`` argv for the hardened profile."""
+    argv = [spec.docker_binary, "run", "--rm", "--name", spec.name]
+    argv += vendor_flags(spec.vendor, gpu_runtime=spec.gpu_runtime,
+                         host_gpus=spec.host_gpus or spec.gpus, multi_node=spec.multi_node)
+    if spec.rdma:
+        argv += rdma_flags()
+    if spec.network_host:
+        argv += ["--network", "host"]
+    elif spec.api_port is not None:
+        argv += ["-p", f"{spec.api_port}:{spec.api_port}"]
+    argv += ["-v", f"{spec.weights_dir}:{CONTAINER_HF_CACHE}"]
+    for host_path, container_path, options in spec.mounts:
+        argv += ["-v", f"{host_path}:{container_path}" + (f":{options}" if options else "")]
+    argv += ["--env-file", spec.env_file]
+    argv += list(spec.extra_args)
+    argv.append(spec.image)
+    argv += _program_after_image(spec.vendor, spec.program_argv)
+    return argv
+
+
+def upstream_engine_argv(spec: ContainerSpec, upstream_flags: Sequence[str],
+                         env: dict[str, str], weights_home: str) -> list[str]:
+    """``docker run`` argv for the upstream profile.
+
+    ``upstream_flags`` are the tokens between ``run`` and the image in the
+    recipes site's docker argv, with placeholders already filled. ``-e K=V``
+    values are replaced by ``env[K]``; ``-p A:A`` follows ``spec.api_port``;
+    the ``~/.cache/huggingface`` mount source becomes ``spec.weights_dir`` and
+    any other leading ``~`` becomes ``weights_home`` (systemd runs no shell).
+    """
+    argv = [spec.docker_binary, "run", "--rm", "--name", spec.name, "--env-file", spec.env_file]
+    flags = list(upstream_flags)
+    index = 0
+    while index < len(flags):
+        token = flags[index]
+        if token in ("-e", "--env") and index + 1 < len(flags):
+            key = flags[index + 1].split("=", 1)[0]
+            value = env.get(key, flags[index + 1].split("=", 1)[1] if "=" in flags[index + 1] else "")
+            argv += [token, f"{key}={value}"]
+            index += 2
+            continue
+        if token in ("-p", "--publish") and index + 1 < len(flags) and spec.api_port is not None:
+            argv += [token, f"{spec.api_port}:{spec.api_port}"]
+            index += 2
+            continue
+        if token in ("-v", "--volume") and index + 1 < len(flags):
+            source = flags[index + 1]
+            if source.startswith("~/.cache/huggingface:"):
+                source = spec.weights_dir + source[len("~/.cache/huggingface"):]
+            elif source.startswith("~/"):
+                source = weights_home + source[1:]
+            argv += [token, source]
+            index += 2
+            continue
+        argv.append(token)
+        index += 1
+    argv.append(spec.image)
+    # The recipes site always puts the model after the image (entrypoint ``vllm serve``).
+    program = list(spec.program_argv)
+    argv += program[2:] if program[:2] == ["vllm", "serve"] else program
+    return argv
+
+
+def engine_docker_argv(spec: ContainerSpec, profile: str, *,
+                       upstream_flags: Optional[Sequence[str]] = None,
+                       env: Optional[dict[str, str]] = None,
+                       weights_home: str = "/root") -> list[str]:
+    """Build the engine container argv for ``profile`` (``hardened`` or ``upstream``)."""
+    if profile == "hardened":
+        return hardened_engine_argv(spec)
+    if profile == "upstream":
+        if upstream_flags is None:
+            raise ValueError("the upstream profile needs the resolution's docker argv")
+        return upstream_engine_argv(spec, upstream_flags, env or {}, weights_home)
+    raise ValueError(f"unknown container profile {profile!r}")
+
+
+def router_docker_argv(*, name: str, image: str, program_argv: Sequence[str], env_file: str,
+                       docker_binary: str = "/usr/bin/docker") -> list[str]:
+    """vllm-router in a container: host network, no devices, the binary as entrypoint."""
+    program = list(program_argv)
+    return [docker_binary, "run", "--rm", "--name", name, "--network", "host",
+            "--env-file", env_file, "--entrypoint", program[0], image] + program[1:]

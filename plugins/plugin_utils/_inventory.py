@@ -1,0 +1,613 @@
+# Copyright: (c) 2026, vllm_fleet maintainers
+# Apache License 2.0 (see LICENSE)
+"""Deployment declarations and per-host settings read from an Ansible inventory.
+
+PRIVATE to the vllm_fleet.recipes collection: not a public API, may change
+without notice. Other collections must not import it.
+
+Two inputs are modelled here, both plain data (no Ansible objects):
+
+* ``vllm_deployment``: a mapping set on an inventory group (or an item of the
+  ``vllm_deployments`` list, which lets one host carry several deployments).
+  It says which recipe to run and how (:class:`DeploymentSpec`).
+* per-host variables (``vllm_fabric_address``, ``vllm_pd_role``,
+  ``vllm_node_rank``, ``vllm_gpu_count`` ...), normalised into
+  :class:`HostSpec` by :func:`host_spec`.
+
+:func:`collect_deployments` turns ``hostvars`` + ``groups`` into the list of
+declared deployments with their member hosts. Every failure raises
+:class:`InventoryError` naming the variable, the value and the fix.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from dataclasses import dataclass, field
+from typing import Any, Literal, Mapping, Optional, Sequence, Union
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+try:
+    from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._errors import (
+        SelectionError,
+        describe_value,
+    )
+except ImportError:  # pragma: no cover - only while _errors.py is not committed
+    class SelectionError(ValueError):  # type: ignore[no-redef]
+        """Local stand-in with the same constructor as ``_errors.SelectionError``."""
+
+        def __init__(self, key: str, *, value: Any = None, expected: str = "",
+                     reason: str = "", source: str = "") -> None:
+            self.key, self.value, self.expected = key, value, expected
+            self.reason, self.source = reason, source
+            parts = [f"got {value!r}"] if value is not None else []
+            parts += [f"expected {expected}"] if expected else []
+            parts += [reason] if reason else []
+            super().__init__(f"{key}: {'; '.join(parts)}")
+
+    def describe_value(value: Any) -> str:  # type: ignore[no-redef]
+        return f"{value!r} ({type(value).__name__})"
+
+__all__ = [
+    "DeploymentSpec",
+    "DeclaredDeployment",
+    "HostSpec",
+    "InventoryError",
+    "collect_deployments",
+    "host_spec",
+    "NAME_RE",
+]
+
+#: Deployment names end up in unit names, container names and file names.
+NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
+_ENV_KEY_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_PLACEHOLDER_NAME_RE = re.compile(r"^[A-Z][A-Z0-9_]*$")
+_IFACE_RE = re.compile(r"^[A-Za-z0-9_.:@-]{1,15}$")
+
+PD_ROLES = ("prefill", "decode", "router")
+MOONCAKE_ROLES = ("master", "store")
+
+
+class InventoryError(SelectionError):
+    """An inventory variable is missing, malformed or inconsistent.
+
+    The message always carries the variable (``key``), the value found and a
+    ``fix:`` telling the operator what to change.
+    """
+
+    def __init__(self, key: str, *, value: Any = None, expected: str = "",
+                 fix: str = "", source: str = "", has_value: bool = True) -> None:
+        self.fix = fix
+        kwargs: dict[str, Any] = {"expected": expected, "source": source,
+                                  "reason": f"fix: {fix}" if fix else ""}
+        if has_value:
+            kwargs["value"] = value
+        super().__init__(key, **kwargs)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuild_inventory_error,
+                (type(self), self.key, self.value, self.expected, self.fix, self.source,
+                 getattr(self, "has_value", True)))
+
+
+def _rebuild_inventory_error(cls: type, key: str, value: Any, expected: str, fix: str,
+                             source: str, has_value: bool) -> "InventoryError":
+    return cls(key, value=value, expected=expected, fix=fix, source=source, has_value=has_value)
+
+
+# --------------------------------------------------------------------------------------
+# vllm_deployment
+# --------------------------------------------------------------------------------------
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, str_strip_whitespace=True)
+
+
+class PoolSpec(_Strict):
+    """Size and parallelism of one prefill/decode pool (defaults: from the inventory)."""
+
+    nodes: Optional[int] = Field(default=None, ge=1, le=1024)
+    parallelism: Optional[Literal["tp", "tep", "dep"]] = None
+
+
+class PdSpec(_Strict):
+    """Prefill/decode layout. Pools come from child groups or ``vllm_pd_role``."""
+
+    prefill: PoolSpec = PoolSpec()
+    decode: PoolSpec = PoolSpec()
+    #: Child group names; default ``<group>_prefill`` / ``<group>_decode`` / ``<group>_router``.
+    prefill_group: Optional[str] = None
+    decode_group: Optional[str] = None
+    router_group: Optional[str] = None
+
+
+class PortsSpec(_Strict):
+    """Host ports. Unset values come from the recipe's argv or vLLM's defaults."""
+
+    #: API port of single/head/instance processes (appends ``--port`` when the recipe has none).
+    api: Optional[int] = Field(default=None, ge=1, le=65535)
+    #: ``--master-port`` of the mp multi-node backend (vLLM default 29501).
+    master: Optional[int] = Field(default=None, ge=1, le=65535)
+    #: Value for ``$PREFILL_DP_RPC_PORT`` / ``$DECODE_DP_RPC_PORT``.
+    prefill_dp_rpc: int = Field(default=29550, ge=1, le=65535)
+    decode_dp_rpc: int = Field(default=29551, ge=1, le=65535)
+    #: Router listen port (``$ROUTER_PORT``); default: the recipe's router port, else 30000.
+    router: Optional[int] = Field(default=None, ge=1, le=65535)
+
+
+class WeightsSpec(_Strict):
+    """Where model weights live on each host and how they get there."""
+
+    #: Host directory mounted at ``/root/.cache/huggingface`` in the container.
+    cache_dir: str = "/root/.cache/huggingface"
+    #: ``download``: fetched before start (serving runs with ``HF_HUB_OFFLINE=1``);
+    #: ``shared_fs``: already present on a shared filesystem (also offline);
+    #: ``container``: vLLM downloads at start (the token is then passed to the container).
+    mode: Literal["download", "shared_fs", "container"] = "download"
+    revision: Optional[str] = None
+    endpoint: Optional[str] = None
+    token: Optional[SecretStr] = None
+
+    @field_validator("cache_dir")
+    @classmethod
+    def _absolute(cls, value: str) -> str:
+        if not value.startswith("/"):
+            raise ValueError("must be an absolute path")
+        return value.rstrip("/") or "/"
+
+
+class RouterSpec(_Strict):
+    """How the vllm-router process runs (PD clusters and multi-instance Mooncake)."""
+
+    runtime: Literal["venv", "container"] = "venv"
+    venv: str = "/opt/vllm-router"
+    image: Optional[str] = None
+    #: Value of ``$ROUTER_HOST`` (the router's bind address).
+    bind_address: str = "0.0.0.0"
+
+    @model_validator(mode="after")
+    def _image_for_container(self) -> "RouterSpec":
+        if self.runtime == "container" and not self.image:
+            raise ValueError("router.image is required when router.runtime is 'container'")
+        return self
+
+
+class MooncakeSpec(_Strict):
+    """Where the Mooncake master/store binaries live (``mooncake-transfer-engine`` venv)."""
+
+    venv: str = "/opt/mooncake"
+
+
+class UnitSpec(_Strict):
+    """systemd supervision knobs."""
+
+    restart_sec: int = Field(default=30, ge=1, le=3600)
+    stop_timeout: int = Field(default=120, ge=1, le=3600)
+    #: Default ``TimeoutStartSec`` when the recipe sets no ``VLLM_ENGINE_READY_TIMEOUT_S``.
+    start_timeout: int = Field(default=1800, ge=1, le=86400)
+
+
+class DeploymentSpec(_Strict):
+    """One ``vllm_deployment`` mapping (see docs/plan.md for every key)."""
+
+    name: Optional[str] = None
+    group: Optional[str] = None
+    recipe: str = Field(min_length=1)
+    variant: Optional[str] = None
+    hardware: Optional[str] = None
+    strategy: Optional[str] = None
+    features: Optional[list[str]] = None
+    feature_modes: dict[str, str] = {}
+    frontend: Optional[str] = None
+    kv_offload: Optional[str] = None
+    kv_instances: Optional[int] = Field(default=None, ge=1, le=1024)
+    node_count: Optional[int] = Field(default=None, ge=1, le=1024)
+    advanced_args: list[str] = []
+    pd: PdSpec = PdSpec()
+    ports: PortsSpec = PortsSpec()
+    image: Optional[str] = None
+    container_profile: Literal["hardened", "upstream"] = "hardened"
+    gpu_runtime: Literal["nvidia", "cdi"] = "nvidia"
+    rdma: bool = False
+    #: Extra docker flags inserted before the image (hardened profile only).
+    container_args: list[str] = []
+    weights: WeightsSpec = WeightsSpec()
+    router: RouterSpec = RouterSpec()
+    mooncake: MooncakeSpec = MooncakeSpec()
+    unit: UnitSpec = UnitSpec()
+    api_key: Optional[SecretStr] = None
+    #: Operator env added to every engine process (after the recipe's env).
+    extra_env: dict[str, str] = {}
+    #: Values for recipe placeholders the inventory cannot derive (e.g. ``IB_IF``).
+    placeholders: dict[str, str] = {}
+    config_dir: str = "/etc/vllm-fleet"
+    unit_dir: str = "/etc/systemd/system"
+    docker_binary: str = "/usr/bin/docker"
+    #: JSON file of pinned resolutions (as written to plan.json) used instead of the engine.
+    resolution_file: Optional[str] = None
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: Optional[str]) -> Optional[str]:
+        if value is not None and not NAME_RE.match(value):
+            raise ValueError("must match " + NAME_RE.pattern + " (used in unit and container names)")
+        return value
+
+    @field_validator("advanced_args", mode="before")
+    @classmethod
+    def _args(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            raise ValueError("must be a list of argv tokens, e.g. ['--max-model-len', '8192']")
+        if isinstance(value, list):
+            return [str(item) if isinstance(item, (int, float)) and not isinstance(item, bool)
+                    else item for item in value]
+        return value
+
+    @field_validator("extra_env")
+    @classmethod
+    def _env_keys(cls, value: dict[str, str]) -> dict[str, str]:
+        for key in value:
+            if not _ENV_KEY_RE.match(key):
+                raise ValueError(f"{key!r} is not a valid environment variable name")
+        return value
+
+    @field_validator("placeholders")
+    @classmethod
+    def _placeholder_names(cls, value: dict[str, str]) -> dict[str, str]:
+        for key in value:
+            if not _PLACEHOLDER_NAME_RE.match(key):
+                raise ValueError(f"{key!r}: placeholder names are upper case without '$', e.g. IB_IF")
+        return value
+
+    @field_validator("config_dir", "unit_dir", "docker_binary")
+    @classmethod
+    def _abs(cls, value: str) -> str:
+        if not value.startswith("/"):
+            raise ValueError("must be an absolute path")
+        return value.rstrip("/") or "/"
+
+    def selection(self) -> dict[str, Any]:
+        """The engine selection this declaration asks for (unset keys omitted)."""
+        out: dict[str, Any] = {}
+        for key in ("variant", "hardware", "strategy", "features", "frontend", "kv_offload"):
+            value = getattr(self, key)
+            if value is not None:
+                out[key] = list(value) if isinstance(value, list) else value
+        if self.feature_modes:
+            out["feature_modes"] = dict(self.feature_modes)
+        if self.advanced_args:
+            out["advanced_args"] = list(self.advanced_args)
+        return out
+
+
+# --------------------------------------------------------------------------------------
+# Hosts
+# --------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class HostSpec:
+    """Per-host settings that placement needs, normalised from hostvars."""
+
+    name: str
+    #: Routable address for cluster traffic (``None`` when nothing provides one).
+    address: Optional[str]
+    #: Where ``address`` came from, for messages (``vllm_fabric_address``, ``ansible_host`` ...).
+    address_source: str
+    interface: Optional[str]
+    pd_roles: tuple[str, ...] = ()
+    mooncake_roles: tuple[str, ...] = ()
+    node_rank: Optional[int] = None
+    gpus: Optional[tuple[int, ...]] = None
+    deployment_gpus: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
+    rdma_devices: Optional[str] = None
+    ib_hca: Optional[str] = None
+    mooncake_device: str = ""
+    placeholders: Mapping[str, str] = field(default_factory=dict)
+
+
+def _is_ip(value: str) -> bool:
+    try:
+        ipaddress.ip_address(value)
+    except ValueError:
+        return False
+    return True
+
+
+def _as_roles(host: str, var: str, value: Any, allowed: Sequence[str]) -> tuple[str, ...]:
+    if value is None or value == "" or value == []:
+        return ()
+    items = [value] if isinstance(value, str) else value
+    if not isinstance(items, (list, tuple)) or not all(isinstance(i, str) for i in items):
+        raise InventoryError(f"hostvars[{host!r}].{var}", value=value,
+                             expected=f"one of {', '.join(allowed)} (or a list of them)",
+                             fix=f"set {var} on {host} to one of: {', '.join(allowed)}")
+    for item in items:
+        if item not in allowed:
+            raise InventoryError(f"hostvars[{host!r}].{var}", value=item,
+                                 expected=f"one of {', '.join(allowed)}",
+                                 fix=f"set {var} on {host} to one of: {', '.join(allowed)}")
+    return tuple(dict.fromkeys(items))
+
+
+def _as_gpu_list(host: str, var: str, value: Any) -> tuple[int, ...]:
+    items: Any = value
+    if isinstance(value, str):
+        items = [p.strip() for p in value.split(",") if p.strip()]
+    if not isinstance(items, (list, tuple)) or not items:
+        raise InventoryError(f"hostvars[{host!r}].{var}", value=value,
+                             expected="a non-empty list of device indexes, e.g. [0, 1, 2, 3]",
+                             fix=f"list the accelerator indexes of {host}, e.g. {var}: [0, 1, 2, 3]")
+    out = []
+    for item in items:
+        try:
+            number = int(item)
+        except (TypeError, ValueError):
+            number = -1
+        if isinstance(item, bool) or number < 0 or str(number) != str(item).strip():
+            raise InventoryError(f"hostvars[{host!r}].{var}", value=value,
+                                 expected="device indexes (integers >= 0)",
+                                 fix=f"use plain indexes such as [0, 1] in {var} on {host}")
+        out.append(number)
+    if len(set(out)) != len(out):
+        raise InventoryError(f"hostvars[{host!r}].{var}", value=value,
+                             expected="each device index once",
+                             fix=f"remove the duplicate indexes from {var} on {host}")
+    return tuple(out)
+
+
+def _opt_str(host: str, var: str, value: Any) -> Optional[str]:
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str):
+        raise InventoryError(f"hostvars[{host!r}].{var}", value=value, expected="a string",
+                             fix=f"quote the value of {var} on {host}")
+    return value.strip()
+
+
+def host_spec(name: str, hostvars: Mapping[str, Any]) -> HostSpec:
+    """Normalise one host's variables (no facts needed; facts are used when cached)."""
+    facts = hostvars.get("ansible_facts") if isinstance(hostvars.get("ansible_facts"), Mapping) else {}
+    default_v4 = hostvars.get("ansible_default_ipv4") or (facts or {}).get("default_ipv4") or {}
+    if not isinstance(default_v4, Mapping):
+        default_v4 = {}
+
+    address: Optional[str] = None
+    source = ""
+    explicit = _opt_str(name, "vllm_fabric_address", hostvars.get("vllm_fabric_address"))
+    if explicit is not None:
+        if not _is_ip(explicit):
+            raise InventoryError(f"hostvars[{name!r}].vllm_fabric_address", value=explicit,
+                                 expected="an IPv4 or IPv6 address",
+                                 fix=f"set vllm_fabric_address on {name} to the node's cluster-network IP")
+        address, source = explicit, "vllm_fabric_address"
+    else:
+        ansible_host = hostvars.get("ansible_host")
+        if isinstance(ansible_host, str) and _is_ip(ansible_host.strip()):
+            address, source = ansible_host.strip(), "ansible_host"
+        elif isinstance(default_v4.get("address"), str) and _is_ip(default_v4["address"]):
+            address, source = default_v4["address"], "ansible_default_ipv4.address"
+        elif isinstance(ansible_host, str) and ansible_host.strip():
+            source = f"ansible_host={ansible_host.strip()!r} (a name, not an IP)"
+
+    iface = _opt_str(name, "vllm_fabric_interface", hostvars.get("vllm_fabric_interface"))
+    if iface is None:
+        fact_iface = default_v4.get("interface")
+        iface = fact_iface if isinstance(fact_iface, str) and fact_iface else None
+    if iface is not None and (not _IFACE_RE.match(iface) or iface.startswith("^") or "," in iface):
+        raise InventoryError(f"hostvars[{name!r}].vllm_fabric_interface", value=iface,
+                             expected="one concrete interface name such as 'ens5' "
+                                      "(Gloo rejects NCCL's '^lo,docker' exclusion lists)",
+                             fix=f"set vllm_fabric_interface on {name} to a single NIC name")
+
+    node_rank = hostvars.get("vllm_node_rank")
+    if node_rank is not None:
+        if isinstance(node_rank, bool) or not isinstance(node_rank, int) or node_rank < 0:
+            if isinstance(node_rank, str) and node_rank.isdigit():
+                node_rank = int(node_rank)
+            else:
+                raise InventoryError(f"hostvars[{name!r}].vllm_node_rank", value=node_rank,
+                                     expected="an integer >= 0 (0 is the head)",
+                                     fix=f"set vllm_node_rank on {name} to 0, 1, 2 ...")
+
+    gpus: Optional[tuple[int, ...]] = None
+    if hostvars.get("vllm_gpus") not in (None, "", []):
+        gpus = _as_gpu_list(name, "vllm_gpus", hostvars["vllm_gpus"])
+    count = hostvars.get("vllm_gpu_count")
+    if count is not None:
+        if isinstance(count, str) and count.isdigit():
+            count = int(count)
+        if isinstance(count, bool) or not isinstance(count, int) or count < 0 or count > 1024:
+            raise InventoryError(f"hostvars[{name!r}].vllm_gpu_count", value=count,
+                                 expected="an integer between 0 and 1024",
+                                 fix=f"set vllm_gpu_count on {name} to its accelerator count")
+        if gpus is not None and len(gpus) != count:
+            raise InventoryError(f"hostvars[{name!r}].vllm_gpu_count", value=count,
+                                 expected=f"{len(gpus)} (the length of vllm_gpus {list(gpus)})",
+                                 fix=f"set only one of vllm_gpus / vllm_gpu_count on {name}")
+        if gpus is None:
+            gpus = tuple(range(count))
+
+    dep_gpus_raw = hostvars.get("vllm_deployment_gpus") or {}
+    if not isinstance(dep_gpus_raw, Mapping):
+        raise InventoryError(f"hostvars[{name!r}].vllm_deployment_gpus", value=dep_gpus_raw,
+                             expected="a mapping of deployment name to device indexes",
+                             fix=f"write vllm_deployment_gpus on {name} as {{deployment: [0, 1]}}")
+    dep_gpus = {str(k): _as_gpu_list(name, f"vllm_deployment_gpus.{k}", v)
+                for k, v in dep_gpus_raw.items()}
+
+    placeholders_raw = hostvars.get("vllm_placeholders") or {}
+    if not isinstance(placeholders_raw, Mapping) or not all(
+            isinstance(k, str) and _PLACEHOLDER_NAME_RE.match(k) for k in placeholders_raw):
+        raise InventoryError(f"hostvars[{name!r}].vllm_placeholders", value=placeholders_raw,
+                             expected="a mapping of upper-case placeholder names (no '$') to values",
+                             fix=f"write vllm_placeholders on {name} as {{IB_IF: mlx5_0}}")
+
+    return HostSpec(
+        name=name,
+        address=address,
+        address_source=source,
+        interface=iface,
+        pd_roles=_as_roles(name, "vllm_pd_role", hostvars.get("vllm_pd_role"), PD_ROLES),
+        mooncake_roles=_as_roles(name, "vllm_mooncake_role", hostvars.get("vllm_mooncake_role"),
+                                 MOONCAKE_ROLES),
+        node_rank=node_rank,
+        gpus=gpus,
+        deployment_gpus=dep_gpus,
+        rdma_devices=_opt_str(name, "vllm_rdma_devices", hostvars.get("vllm_rdma_devices")),
+        ib_hca=_opt_str(name, "vllm_ib_hca", hostvars.get("vllm_ib_hca")),
+        mooncake_device=_opt_str(name, "vllm_mooncake_device", hostvars.get("vllm_mooncake_device")) or "",
+        placeholders={str(k): str(v) for k, v in placeholders_raw.items()},
+    )
+
+
+# --------------------------------------------------------------------------------------
+# Deployments from hostvars + groups
+# --------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class DeclaredDeployment:
+    """A validated deployment declaration bound to its inventory group."""
+
+    name: str
+    group: str
+    spec: DeploymentSpec
+    #: Member hosts in inventory order.
+    hosts: tuple[str, ...]
+    #: Where it was declared, for messages.
+    source: str
+
+
+def _pydantic_error(exc: ValidationError, prefix: str, source: str) -> InventoryError:
+    err = exc.errors()[0]
+    loc = ".".join(str(part) for part in err.get("loc", ()) if part != "__root__")
+    key = f"{prefix}.{loc}" if loc else prefix
+    value = err.get("input")
+    msg = str(err.get("msg", "invalid value"))
+    if err.get("type") == "extra_forbidden":
+        return InventoryError(key, value=value, expected="a known vllm_deployment key",
+                              fix=f"remove or rename {loc!r} (see docs/plan.md for the keys)",
+                              source=source)
+    if err.get("type") == "missing":
+        return InventoryError(key, expected="a value", has_value=False,
+                              fix=f"add {loc!r} to {prefix}", source=source)
+    msg = msg.removeprefix("Value error, ")
+    return InventoryError(key, value=value, expected=msg, fix=f"correct {key}", source=source)
+
+
+def parse_deployment(raw: Any, where: str, source: str = "") -> DeploymentSpec:
+    """Validate one ``vllm_deployment`` mapping."""
+    if not isinstance(raw, Mapping):
+        raise InventoryError(where, value=raw, expected="a mapping with at least 'recipe'",
+                             fix="define vllm_deployment as a YAML mapping", source=source)
+    try:
+        return DeploymentSpec.model_validate(dict(raw))
+    except ValidationError as exc:
+        raise _pydantic_error(exc, where, source) from None
+
+
+def _freeze(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return tuple(sorted((str(k), _freeze(v)) for k, v in value.items()))
+    if isinstance(value, (list, tuple)):
+        return tuple(_freeze(v) for v in value)
+    return repr(value) if not isinstance(value, (str, int, float, bool, type(None))) else value
+
+
+def _group_hosts(groups: Mapping[str, Sequence[str]], name: str) -> tuple[str, ...]:
+    return tuple(groups.get(name) or ())
+
+
+def collect_deployments(hostvars: Mapping[str, Mapping[str, Any]],
+                        groups: Mapping[str, Sequence[str]],
+                        deployments_list: Optional[Sequence[Any]] = None) -> list[DeclaredDeployment]:
+    """Find every declared deployment.
+
+    * ``vllm_deployment`` on a group: every member host sees the same mapping.
+      The deployment's group is ``vllm_deployment.group`` when given, else the
+      one inventory group whose members are exactly the hosts that share that
+      mapping. Its name defaults to the group name.
+    * ``vllm_deployments``: a list of mappings, each with ``group`` (and
+      optionally ``name``), typically in ``group_vars/all``; use it when one
+      host carries several deployments.
+    """
+    found: dict[str, DeclaredDeployment] = {}
+    ignore = {"all", "ungrouped"}
+
+    def add(spec: DeploymentSpec, group: str, where: str) -> None:
+        if group not in groups:
+            raise InventoryError(f"{where}.group", value=group, expected="an inventory group",
+                                 fix=f"create group {group!r} or point 'group' at an existing one")
+        hosts = _group_hosts(groups, group)
+        if not hosts:
+            raise InventoryError(f"{where}.group", value=group,
+                                 expected="a group with at least one host",
+                                 fix=f"add hosts to group {group!r}")
+        name = spec.name or group
+        if not NAME_RE.match(name):
+            raise InventoryError(f"{where}.name", value=name,
+                                 expected=f"a name matching {NAME_RE.pattern}",
+                                 fix="set vllm_deployment.name to letters, digits, '-', '_' or '.'")
+        previous = found.get(name)
+        if previous is not None:
+            if previous.group == group and previous.spec == spec:
+                return
+            raise InventoryError(f"{where}.name", value=name,
+                                 expected="a deployment name used once in the fleet",
+                                 fix=f"rename one of the deployments declared on groups "
+                                     f"{previous.group!r} and {group!r}")
+        found[name] = DeclaredDeployment(name=name, group=group, spec=spec, hosts=hosts, source=where)
+
+    # 1. explicit list
+    if deployments_list is not None:
+        if not isinstance(deployments_list, (list, tuple)):
+            raise InventoryError("vllm_deployments", value=deployments_list,
+                                 expected="a list of deployment mappings",
+                                 fix="write vllm_deployments as a YAML list")
+        for index, item in enumerate(deployments_list):
+            where = f"vllm_deployments[{index}]"
+            spec = parse_deployment(item, where)
+            if not spec.group:
+                raise InventoryError(f"{where}.group", expected="the inventory group to deploy on",
+                                     has_value=False, fix=f"add 'group: <name>' to {where}")
+            add(spec, spec.group, where)
+
+    # 2. per-group vllm_deployment, seen through hostvars
+    by_decl: dict[Any, list[str]] = {}
+    raw_of: dict[Any, Any] = {}
+    for host in sorted(hostvars):
+        raw = hostvars[host].get("vllm_deployment")
+        if raw is None:
+            continue
+        key = _freeze(raw)
+        by_decl.setdefault(key, []).append(host)
+        raw_of.setdefault(key, (raw, host))
+    for key in sorted(by_decl, key=lambda k: sorted(by_decl[k])):
+        raw, first_host = raw_of[key]
+        members = set(by_decl[key])
+        where = f"hostvars[{first_host!r}].vllm_deployment"
+        spec = parse_deployment(raw, where)
+        group = spec.group
+        if group is None:
+            candidates = sorted(g for g, hs in groups.items()
+                                if g not in ignore and set(hs) == members)
+            if len(candidates) != 1:
+                raise InventoryError(
+                    where, value=sorted(members),
+                    expected="vllm_deployment defined on exactly one inventory group",
+                    fix=("set vllm_deployment.group (and name) explicitly; "
+                         + ("no group has exactly these hosts" if not candidates
+                            else f"groups {candidates} all match")),
+                )
+            group = candidates[0]
+        add(spec, group, where)
+
+    return [found[name] for name in sorted(found)]

@@ -1,0 +1,321 @@
+# Copyright: (c) 2026, vllm_fleet maintainers
+# Apache License 2.0 (see LICENSE)
+"""Offline rendering of a fleet plan into reviewable files.
+
+PRIVATE to the vllm_fleet.recipes collection: not a public API, may change
+without notice. Other collections must not import it.
+
+Every function here is pure: it takes a :class:`FleetPlan` and returns text.
+:func:`render` returns ``{relative_path: content}`` for the whole fleet::
+
+    plan.json                                  machine-readable plan (sorted keys)
+    PLAN.md                                    host -> process -> rank -> ports -> GPUs -> image -> command
+    <deployment>/<host>/<unit>.service         one systemd unit per process
+    <deployment>/<host>/<unit>.env             its environment file (install with mode 0600)
+    <deployment>/<host>/<unit>.docker.json     the docker argv (container processes)
+    <deployment>/<host>/router.json            vllm-router settings (PD, multi-instance Mooncake)
+    <deployment>/<host>/mooncake.json          Mooncake client config (engine hosts)
+    <deployment>/<host>/mooncake-store.json    Mooncake store config (store hosts)
+
+Output is deterministic: no timestamps, sorted keys, stable order, so
+re-rendering unchanged input changes no byte. :func:`file_mode` gives the
+mode to write each file with (env files 0600).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from typing import Any, Iterable, Mapping
+
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._placement import (
+    DeploymentPlan,
+    FleetPlan,
+    Process,
+    find_placeholders,
+    plan_to_dict,
+)
+
+__all__ = [
+    "MANAGED_HEADER",
+    "file_mode",
+    "install_manifest",
+    "render",
+    "render_env_file",
+    "render_plan_json",
+    "render_plan_md",
+    "render_unit",
+    "systemd_quote",
+    "RenderError",
+]
+
+MANAGED_HEADER = "Managed by vllm_fleet.recipes"
+_SAFE_ARG = re.compile(r"^[A-Za-z0-9_@+=:,./-]+$")
+
+
+class RenderError(ValueError):
+    """The plan would produce a broken or unsafe file."""
+
+
+def file_mode(path: str) -> int:
+    """Mode to write a rendered file with: env files hold secrets (0600)."""
+    return 0o600 if path.endswith(".env") else 0o644
+
+
+def systemd_quote(arg: str) -> str:
+    """Quote one ExecStart argument so systemd passes it through unchanged.
+
+    Inside double quotes systemd understands C escapes; ``%`` starts a
+    specifier and ``$`` a variable expansion, so both are doubled.
+    """
+    if "\x00" in arg:
+        raise RenderError(f"NUL byte in argument {arg!r}")
+    escaped = (arg.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+               .replace("\t", "\\t").replace("%", "%%").replace("$", "$$"))
+    if arg == ";":
+        return "\\;"
+    return f'"{escaped}"'
+
+
+def _unit_escape(text: str) -> str:
+    return text.replace("%", "%%").replace("\n", " ")
+
+
+def _exec_lines(key: str, argv: list[str]) -> list[str]:
+    if not argv:
+        raise RenderError(f"{key} has no command")
+    program = argv[0]
+    if not program.startswith("/") or not _SAFE_ARG.match(program):
+        raise RenderError(f"{key} needs an absolute executable path, got {program!r}")
+    lines = [f"{key}={program} \\"]
+    for index, arg in enumerate(argv[1:], start=1):
+        tail = " \\" if index < len(argv) - 1 else ""
+        lines.append(f"    {systemd_quote(arg)}{tail}")
+    if len(argv) == 1:
+        lines[0] = f"{key}={program}"
+    return lines
+
+
+def _describe(proc: Process) -> str:
+    where = proc.role if proc.rank is None else f"{proc.role} rank {proc.rank}"
+    if proc.instance is not None:
+        where = f"instance {proc.instance} {where}"
+    return where
+
+
+def render_unit(plan: DeploymentPlan, proc: Process) -> str:
+    """The systemd unit of one process (docker-wrapped or a venv binary)."""
+    spec = plan.spec
+    docker = spec.docker_binary
+    stop = spec.unit.stop_timeout
+    lines = [
+        f"# {MANAGED_HEADER}: re-rendered from the inventory; local edits are overwritten.",
+        f"# deployment={plan.name} recipe={spec.recipe} deploy_type={plan.deploy_type}",
+        f"# process={_describe(proc)} host={proc.host} gpus="
+        + (",".join(str(g) for g in proc.gpus) or "-"),
+        "",
+        "[Unit]",
+        _unit_escape(f"Description=vLLM {plan.name}: {_describe(proc)} on {proc.host}"),
+        "Documentation=https://github.com/vllm-project/recipes",
+    ]
+    if proc.runtime == "docker":
+        lines += [
+            "After=docker.service network-online.target",
+            "Requires=docker.service",
+            "Wants=network-online.target",
+        ]
+    else:
+        lines += ["After=network-online.target", "Wants=network-online.target"]
+    lines += [
+        "",
+        "[Service]",
+        "Type=exec",
+        f"EnvironmentFile={proc.env_file}",
+    ]
+    if proc.runtime == "docker":
+        lines.append(f"ExecStartPre=-{docker} rm -f {proc.unit}")
+    lines += _exec_lines("ExecStart", proc.exec_argv)
+    if proc.runtime == "docker":
+        lines.append(f"ExecStop={docker} stop -t {stop} {proc.unit}")
+    lines += [
+        "Restart=on-failure",
+        f"RestartSec={spec.unit.restart_sec}",
+        f"TimeoutStartSec={plan.start_timeout}",
+        f"TimeoutStopSec={stop + 30}",
+        "NoNewPrivileges=yes",
+        "PrivateTmp=yes",
+        "ProtectSystem=full",
+    ]
+    if proc.runtime != "docker":
+        lines.append("ProtectHome=yes")
+    lines += [
+        f"SyslogIdentifier={proc.unit}",
+        "",
+        "[Install]",
+        "WantedBy=multi-user.target",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def render_env_file(plan: DeploymentPlan, proc: Process) -> str:
+    """The 0600 env file: the container env (hardened) or what upstream's ``-e`` flags lack."""
+    lines = [
+        f"# {MANAGED_HEADER}: install with mode 0600 (may hold secrets).",
+        f"# {proc.unit} on {proc.host}",
+    ]
+    env: dict[str, str] = dict(proc.env)
+    if proc.kind == "engine" and plan.spec.container_profile == "upstream":
+        for key in proc.recipe_env_keys:
+            env.pop(key, None)
+    for key, value in env.items():
+        lines.append(f"{key}={value}")
+    for key in sorted(proc.secret_env):
+        value = proc.secret_env[key]
+        if "\n" in value:
+            raise RenderError(f"secret {key} of {proc.unit} spans lines")
+        lines.append(f"{key}={value}")
+    return "\n".join(lines) + "\n"
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+
+
+def _base(plan: DeploymentPlan, host: str) -> str:
+    return f"{plan.name}/{host}"
+
+
+def install_manifest(fleet: FleetPlan) -> dict[str, list[dict[str, str]]]:
+    """host -> files to install: rendered path (``src``), target path, mode."""
+    out: dict[str, list[dict[str, str]]] = {}
+    for plan in fleet.deployments:
+        for proc in plan.processes:
+            base = _base(plan, proc.host)
+            files = out.setdefault(proc.host, [])
+            files.append({"src": f"{base}/{proc.unit_file}",
+                          "dest": f"{plan.spec.unit_dir}/{proc.unit_file}", "mode": "0644"})
+            files.append({"src": f"{base}/{proc.unit}.env", "dest": proc.env_file, "mode": "0600"})
+        for cfg in plan.config_files:
+            out.setdefault(cfg.host, []).append(
+                {"src": f"{_base(plan, cfg.host)}/{cfg.name}", "dest": cfg.dest, "mode": cfg.mode})
+    return {host: sorted(files, key=lambda f: f["src"]) for host, files in sorted(out.items())}
+
+
+def render_plan_json(fleet: FleetPlan) -> str:
+    data = plan_to_dict(fleet)
+    manifest = install_manifest(fleet)
+    for host, entry in data["hosts"].items():
+        entry["files"] = manifest.get(host, [])
+    return _json(data)
+
+
+def _md_cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def _code(text: str) -> str:
+    fence = "``" if "`" in text else "`"
+    pad = " " if fence == "``" else ""
+    return f"{fence}{pad}{_md_cell(text)}{pad}{fence}"
+
+
+def _ranges(values: Iterable[int]) -> str:
+    items = sorted(values)
+    if not items:
+        return "-"
+    parts = []
+    start = prev = items[0]
+    for item in items[1:] + [None]:  # type: ignore[list-item]
+        if item is not None and item == prev + 1:
+            prev = item
+            continue
+        parts.append(str(start) if start == prev else f"{start}-{prev}")
+        if item is not None:
+            start = prev = item
+    return ",".join(parts)
+
+
+def render_plan_md(fleet: FleetPlan) -> str:
+    """Human-readable plan: one table per deployment, then per-host totals."""
+    out = [
+        "# vLLM fleet plan",
+        "",
+        f"{MANAGED_HEADER}. Rendered offline from the inventory: review it, then deploy.",
+        "",
+    ]
+    for plan in fleet.deployments:
+        spec = plan.spec
+        sel = plan.selection
+        out += [
+            f"## Deployment `{plan.name}` (group `{plan.group}`)",
+            "",
+            f"- recipe: `{spec.recipe}`"
+            + "".join(f", {k}: `{sel[k]}`" for k in ("variant", "strategy", "hardware") if sel.get(k)),
+            f"- deploy type: {plan.deploy_type}; vendor: {plan.vendor}; "
+            f"container profile: {spec.container_profile}",
+            f"- image: `{plan.image}`",
+            f"- endpoint: {plan.endpoint or '-'}",
+            f"- start timeout: {plan.start_timeout} s; weights: {spec.weights.mode} "
+            f"in `{spec.weights.cache_dir}`",
+        ]
+        orders = sorted({p.start_order for p in plan.processes})
+        steps = ["[" + ", ".join(p.unit_file for p in plan.processes if p.start_order == o) + "]"
+                 for o in orders]
+        out += [f"- start order: {' -> '.join(steps)}", ""]
+        out += [
+            "| host | process | rank/role | ports | GPUs | image | command |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        for proc in sorted(plan.processes, key=lambda p: (p.host, p.start_order, p.unit)):
+            ports = ", ".join(f"{p.number} ({p.purpose})" for p in proc.ports) or "-"
+            rank = proc.role if proc.rank is None else f"{proc.role} / rank {proc.rank}"
+            if proc.instance is not None:
+                rank = f"instance {proc.instance}: {rank}"
+            image = f"`{proc.image}`" if proc.image else f"venv `{proc.exec_argv[0]}`"
+            out.append("| " + " | ".join([
+                proc.host, f"`{proc.unit_file}`", rank, ports, _ranges(proc.gpus), image,
+                _code(shlex.join(proc.argv)),
+            ]) + " |")
+        out.append("")
+    out += ["## Hosts", "", "| host | address | interface | units | GPUs by deployment |",
+            "|---|---|---|---|---|"]
+    data = plan_to_dict(fleet)
+    for name, entry in data["hosts"].items():
+        gpus = "; ".join(f"{d}: {_ranges(g)}" for d, g in entry["gpus"].items()) or "-"
+        out.append(f"| {name} | {entry['address']} | {entry['interface'] or '-'} | "
+                   f"{len(entry['units'])} | {gpus} |")
+    out.append("")
+    return "\n".join(out)
+
+
+def render(fleet: FleetPlan) -> dict[str, str]:
+    """Every file of the plan, ``{relative_path: content}`` (see module docstring)."""
+    files: dict[str, str] = {}
+    for plan in fleet.deployments:
+        for proc in plan.processes:
+            base = _base(plan, proc.host)
+            files[f"{base}/{proc.unit_file}"] = render_unit(plan, proc)
+            files[f"{base}/{proc.unit}.env"] = render_env_file(plan, proc)
+            if proc.runtime == "docker":
+                files[f"{base}/{proc.unit}.docker.json"] = _json(proc.exec_argv)
+        for cfg in plan.config_files:
+            files[f"{_base(plan, cfg.host)}/{cfg.name}"] = _json(cfg.content)
+    files["plan.json"] = render_plan_json(fleet)
+    files["PLAN.md"] = render_plan_md(fleet)
+    check_no_placeholders(files)
+    return dict(sorted(files.items()))
+
+
+def check_no_placeholders(files: Mapping[str, str]) -> None:
+    """Raise when any rendered artifact except the pinned resolutions still holds ``$NAME``."""
+    for path, content in files.items():
+        if path == "plan.json":
+            data = json.loads(content)
+            for dep in data["deployments"].values():
+                copy = {k: v for k, v in dep.items() if k != "resolutions"}
+                if find_placeholders(copy):
+                    raise RenderError(f"plan.json: {find_placeholders(copy)}")
+        elif not path.endswith(".env") and find_placeholders(content):
+            raise RenderError(f"{path}: {find_placeholders(content)}")
