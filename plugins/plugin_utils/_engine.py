@@ -20,6 +20,7 @@ from typing import Any, Mapping, Optional, Union
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._catalog import Catalog, load_catalog
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._docker import docker_argv, docker_command, docker_meta
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._errors import SelectionError
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._jsvalue import to_plain
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._loader import LoadedRecipe
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._selection import (
     Selection,
@@ -94,6 +95,7 @@ def selection_from_mapping(values: Mapping[str, Any]) -> Selection:
         return values
     if not isinstance(values, Mapping):
         raise SelectionError("selection", value=values, expected="a mapping of " + ", ".join(SELECTION_KEYS))
+    values = to_plain(dict(values))
     unknown = [k for k in values if k not in SELECTION_KEYS]
     if unknown:
         raise SelectionError(f"selection.{unknown[0]}", value=values[unknown[0]],
@@ -112,6 +114,7 @@ def selection_from_mapping(values: Mapping[str, Any]) -> Selection:
 def _recipe_data(recipe: Union[LoadedRecipe, Mapping[str, Any]]) -> tuple[str, Mapping[str, Any]]:
     if isinstance(recipe, LoadedRecipe):
         return recipe.hf_id, recipe.data
+    recipe = to_plain(recipe)
     model_id = (recipe.get("model") or {}).get("model_id", "unknown")
     return str(model_id), recipe
 

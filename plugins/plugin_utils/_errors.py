@@ -27,7 +27,8 @@ def describe_value(value: Any) -> str:
     text = repr(value)
     if len(text) > _MAX_VALUE_CHARS:
         text = text[: _MAX_VALUE_CHARS - 3] + "..."
-    return f"{text} ({type(value).__name__})"
+    builtin = next((c for c in type(value).__mro__ if c.__module__ == "builtins"), type(value))
+    return f"{text} ({builtin.__name__})"
 
 
 class RecipeError(ValueError):

@@ -133,3 +133,17 @@ def as_int_if_whole(value: float) -> float | int:
     if isinstance(value, float) and not math.isnan(value) and not math.isinf(value) and value == int(value):
         return int(value)
     return value
+
+
+def to_plain(value: Any) -> Any:
+    """Deep copy into built-in types (Ansible hands over tagged str/int/dict subclasses)."""
+    if isinstance(value, bool) or value is None:
+        return value
+    if isinstance(value, dict):
+        return {to_plain(k): to_plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [to_plain(v) for v in value]
+    for kind in (str, int, float):
+        if isinstance(value, kind):
+            return kind(value)
+    return value

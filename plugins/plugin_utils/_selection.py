@@ -484,9 +484,10 @@ def _validate_nodes(recipe: Mapping, selection: Selection, strategy: str, kind: 
     if kind == "single_node" and nodes != 1:
         raise SelectionError("node_count", value=nodes, expected=f"1 for single-node strategy {strategy!r}")
     if kind == "multi_node" and nodes < 2:
-        sibling = strategy.replace("multi_node_", "single_node_", 1)
-        raise SelectionError("node_count", value=nodes, expected=f"at least 2 for multi-node strategy {strategy!r} "
-                             f"(one node: use {sibling!r} if the recipe offers it)")
+        single = [s for s in effective_compatible_strategies(recipe) if s.startswith("single_node_")]
+        hint = f"; on one node use {one_of(single)}" if single else ""
+        raise SelectionError("node_count", value=nodes,
+                             expected=f"at least 2 for multi-node strategy {strategy!r}{hint}")
     if kind == "multi_node" and not hardware_scalable(profile):
         raise SelectionError("strategy", value=strategy, reason=f"{hw} cannot be clustered (scalable: false)")
     from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._synthesis import min_gpus_for

@@ -1,0 +1,72 @@
+# Copyright: (c) 2026, vllm_fleet maintainers
+# Apache License 2.0 (see LICENSE)
+"""Filters over the recipe engine: resolve a recipe, or read its recommended selection.
+
+Documentation lives in the sidecar files resolve.yml and default_selection.yml.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Optional
+
+from ansible.errors import AnsibleFilterError
+
+try:
+    from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._catalog import load_catalog
+    from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._engine import resolve
+    from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._errors import RecipeError
+    from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._loader import LoadedRecipe, load_recipe
+    from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._selection import default_selection as _default
+except ImportError as exc:  # pydantic and PyYAML come from requirements.txt
+    ENGINE_IMPORT_ERROR: Optional[ImportError] = exc
+else:
+    ENGINE_IMPORT_ERROR = None
+
+
+def _engine_ready() -> None:
+    if ENGINE_IMPORT_ERROR is not None:
+        raise AnsibleFilterError(f"vllm_fleet.recipes needs its Python requirements (pydantic, PyYAML): "
+                                 f"{ENGINE_IMPORT_ERROR}")
+
+
+def _recipe(source: Any, catalog_dir: Optional[str]) -> tuple[Any, Any]:
+    catalog = load_catalog(catalog_dir) if catalog_dir else load_catalog()
+    if isinstance(source, Mapping):
+        hf_id = source.get("hf_id") or (source.get("model") or {}).get("model_id", "unknown")
+        return LoadedRecipe(str(hf_id), dict(source), "<inline>", "source"), catalog
+    if not isinstance(source, str):
+        raise AnsibleFilterError(f"recipe: got {source!r} ({type(source).__name__}); "
+                                 "expected a path, an http(s) URL or a recipe mapping")
+    return load_recipe(source, catalog=catalog), catalog
+
+
+def resolve_filter(recipe: Any, selection: Optional[Mapping[str, Any]] = None, catalog_dir: Optional[str] = None,
+                   strict: bool = True) -> dict:
+    _engine_ready()
+    try:
+        loaded, catalog = _recipe(recipe, catalog_dir)
+        return resolve(loaded, selection or {}, catalog, strict=strict).to_dict()
+    except RecipeError as exc:
+        raise AnsibleFilterError(str(exc)) from exc
+
+
+def default_selection_filter(recipe: Any, variant: str = "default", hardware: Optional[str] = None,
+                             catalog_dir: Optional[str] = None) -> dict:
+    _engine_ready()
+    try:
+        loaded, catalog = _recipe(recipe, catalog_dir)
+        chosen = _default(loaded.data, catalog.strategies, catalog.taxonomy, variant, hardware)
+    except RecipeError as exc:
+        raise AnsibleFilterError(str(exc)) from exc
+    return {
+        "variant": chosen.variant, "hardware": chosen.hardware, "strategy": chosen.strategy,
+        "features": list(chosen.features or ()), "node_count": chosen.node_count,
+        "pd_nodes": chosen.pd_nodes, "kv_offload": chosen.kv_offload,
+    }
+
+
+class FilterModule:
+    """vllm_fleet.recipes filters."""
+
+    def filters(self) -> dict:
+        return {"resolve": resolve_filter, "default_selection": default_selection_filter}

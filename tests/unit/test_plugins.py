@@ -1,0 +1,60 @@
+"""The filter and action plugins, run through real ansible-playbook on localhost."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SEED = "recipes/models/zai-org/GLM-5.3-Flash.yaml"
+
+
+def run_playbook(repo_root: Path, tmp_path: Path, tasks: str) -> subprocess.CompletedProcess:
+    playbook = tmp_path / "play.yml"
+    playbook.write_text("- hosts: localhost\n  gather_facts: false\n  tasks:\n" + tasks)
+    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(repo_root / ".collections"),
+               ANSIBLE_STDOUT_CALLBACK="ansible.builtin.default", ANSIBLE_NOCOLOR="1",
+               ANSIBLE_LOCALHOST_WARNING="false", ANSIBLE_INVENTORY_UNPARSED_WARNING="false")
+    binary = Path(sys.executable).parent / "ansible-playbook"
+    return subprocess.run([str(binary), str(playbook)], cwd=repo_root, env=env, capture_output=True, text=True,
+                          check=False)
+
+
+def test_action_resolves_and_filters_agree(repo_root, tmp_path):
+    out = tmp_path / "result.json"
+    proc = run_playbook(repo_root, tmp_path, f"""
+    - name: resolve with the action
+      vllm_fleet.recipes.vllm_resolve:
+        recipe: "{repo_root / SEED}"
+        selection: {{strategy: multi_node_tp_pp, node_count: 2}}
+      register: via_action
+    - name: write both results
+      ansible.builtin.copy:
+        dest: "{out}"
+        content: "{{{{ {{'action': via_action.processes, 'filter': ('{repo_root / SEED}' | vllm_fleet.recipes.resolve({{'strategy': 'multi_node_tp_pp'}})).processes, 'default': '{repo_root / SEED}' | vllm_fleet.recipes.default_selection}} | to_json }}}}"
+""")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    data = json.loads(out.read_text())
+    assert [p["name"] for p in data["action"]] == ["head", "worker-1"]
+    assert data["action"] == data["filter"]
+    worker = data["action"][1]["argv"]
+    assert worker[worker.index("--node-rank") + 1] == "1" and "--headless" in worker
+    assert data["default"]["strategy"] == "single_node_tp" and data["default"]["hardware"] == "h200"
+
+
+@pytest.mark.parametrize("selection, message", [
+    ("{strategy: multi_node_tp_pp, node_count: 1}", "node_count: got 1 (int); expected at least 2"),
+    ("{variant: int8}", "variant: got 'int8' (str); expected one of: bf16, default, nvfp4"),
+])
+def test_action_fails_with_named_key(repo_root, tmp_path, selection, message):
+    proc = run_playbook(repo_root, tmp_path, f"""
+    - vllm_fleet.recipes.vllm_resolve:
+        recipe: "{repo_root / SEED}"
+        selection: {selection}
+""")
+    assert proc.returncode != 0
+    assert message in proc.stdout
