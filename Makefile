@@ -198,7 +198,7 @@ endif
 # ---------------------------------------------------------------------------
 # Other entry points
 # ---------------------------------------------------------------------------
-demo: venv collection-link ## run tools/demo.py
+demo: venv collections ## run tools/demo.py
 	$(VPY) tools/demo.py
 
 build: venv ## build the collection tarball into out/
