@@ -1082,6 +1082,8 @@ class _DeploymentPlacer:
         mounts = self._mooncake(roles, section, engine_hosts)
         head_url = None
         for i, group in enumerate(per_instance):
+            # upstream writes --master-addr as $VLLM_INSTANCE_<i+1>, or $HEAD_IP for one instance
+            self.common["HEAD_IP"] = self.address(group[0])
             vllm = views[i].get("vllm") or {}
             docker = (views[i].get("docker") or {}).get("processes") or {}
             env = vllm.get("env") or {}
