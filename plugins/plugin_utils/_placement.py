@@ -1447,8 +1447,10 @@ def resolution_view(res: Any, overrides: Mapping[str, Any]) -> dict[str, Any]:
         current = int(((overrides.get("kv_instances") or {}).get("current")) or 0)
         head = procs.get(f"instance-{current}-0")
         if head is not None:
-            workers = [procs[n] for n in sorted(procs, key=lambda n: int(n.rsplit("-", 1)[1]))
-                       if n.startswith(f"instance-{current}-") and n != f"instance-{current}-0"]
+            prefix = f"instance-{current}-"
+            ranks = sorted(int(n[len(prefix):]) for n in procs
+                           if n.startswith(prefix) and n[len(prefix):].isdigit())
+            workers = [procs[f"{prefix}{r}"] for r in ranks if r > 0]
             section = dict(out.get("vllm") or {})
             section.update(argv=list(head.argv), env=dict(head.env))
             if workers:

@@ -309,12 +309,13 @@ def render(fleet: FleetPlan) -> dict[str, str]:
 
 
 def check_no_placeholders(files: Mapping[str, str]) -> None:
-    """Raise when any rendered artifact except the pinned resolutions still holds ``$NAME``."""
+    """Raise when any rendered artifact (inputs recorded in plan.json aside) still holds ``$NAME``."""
     for path, content in files.items():
         if path == "plan.json":
             data = json.loads(content)
             for dep in data["deployments"].values():
-                copy = {k: v for k, v in dep.items() if k != "resolutions"}
+                # the selection and pinned resolutions are inputs and keep the recipe's placeholders
+                copy = {k: v for k, v in dep.items() if k not in ("resolutions", "selection")}
                 if find_placeholders(copy):
                     raise RenderError(f"plan.json: {find_placeholders(copy)}")
         elif not path.endswith(".env") and find_placeholders(content):
