@@ -133,6 +133,22 @@ def docker_argv(argv: list[Any], env: Mapping, meta: Mapping, port: int = 8000) 
     return [*out, meta.get("image"), *command]
 
 
+_SERVE = re.compile(r"^vllm serve (\S+)")
+_SERVE_PREFIX = re.compile(r"^vllm serve \S+\s*\\?\n?\s*")
+
+
+def _split_serve(command: str) -> tuple[str, str]:
+    """(model id, flags text) of a ``vllm serve`` command in the recipes site's layout."""
+    match = _SERVE.match(command)
+    if match is None:
+        return "MODEL", command
+    model_id = match.group(1)
+    rest = command[match.end():]
+    if rest.startswith(" \\\n  ") and not rest[5:6].isspace():
+        return model_id, rest[5:]
+    return model_id, _SERVE_PREFIX.sub("", command, count=1)
+
+
 def docker_command(command: str, env: Mapping, meta: Mapping, port: int = 8000) -> str:
     """The shell form of ``docker_argv``, in the recipes site's line layout."""
     match = re.match(r"^vllm serve (\S+)", command)

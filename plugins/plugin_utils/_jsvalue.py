@@ -73,6 +73,9 @@ def items(value: Any) -> list[Any]:
 
 def to_number(value: Any) -> float:
     """JavaScript ``Number(value)`` for the scalar types YAML and JSON produce."""
+    kind = type(value)
+    if kind is int or kind is float:
+        return float(value)
     if value is None:
         return 0.0
     if isinstance(value, bool):
@@ -91,6 +94,7 @@ def to_number(value: Any) -> float:
 
 
 def js_min(*values: Any) -> float:
+    """``Math.min``: numeric coercion, and NaN wins."""
     numbers = [to_number(v) for v in values]
     return math.nan if any(math.isnan(n) for n in numbers) else min(numbers)
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 import re
-from functools import cached_property
+from functools import cached_property, lru_cache
 from typing import Any, Callable, Iterable, Mapping, Optional
 
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._jsvalue import (
@@ -324,13 +324,18 @@ def dedupe_flags(args: list[Any]) -> list[Any]:
     return [token for tokens in reversed(kept) for token in tokens]
 
 
+@lru_cache(maxsize=16384)
+def _quoted(word: str) -> str:
+    if _SHELL_VARIABLE.match(word) or _SAFE_SHELL_WORD.match(word):
+        return word
+    return "'" + word.replace("'", "'\\''") + "'"
+
+
 def shell_quote(word: Any) -> Any:
     """Single-quote a word unless it is shell-safe or a bare ``$VARIABLE``."""
     if not isinstance(word, str) or word == "":
         return word
-    if _SHELL_VARIABLE.match(word) or _SAFE_SHELL_WORD.match(word):
-        return word
-    return "'" + word.replace("'", "'\\''") + "'"
+    return _quoted(word)
 
 
 def final_args(args: Iterable[Any]) -> list[Any]:
@@ -340,24 +345,28 @@ def final_args(args: Iterable[Any]) -> list[Any]:
 
 def format_command(model_id: Any, args: list[Any], *, final: bool = False) -> str:
     """The recipes site's layout: one flag and its value per continuation line."""
-    words = list(args) if final else final_args(args)
+    words = args if final else final_args(args)
+    head = f"vllm serve {text(model_id)}"
     if not words:
-        return f"vllm serve {text(model_id)}"
-    bad = [w for w in words if not isinstance(w, str)]
-    if bad:
-        raise TypeError(f"argv contains a non-string token {bad[0]!r}; every token must be a string")
-    lines = []
+        return head
+    lines: list[str] = []
+    count = len(words)
     i = 0
-    while i < len(words):
+    while i < count:
         current = words[i]
-        nxt = words[i + 1] if i + 1 < len(words) else None
-        if current.startswith("-") and nxt is not None and not nxt.startswith("-"):
-            lines.append(f"{current} {shell_quote(nxt)}")
-            i += 2
-        else:
-            lines.append(current)
-            i += 1
-    return f"vllm serve {text(model_id)} \\\n  " + " \\\n  ".join(lines)
+        if not isinstance(current, str):
+            raise TypeError(f"argv contains a non-string token {current!r}; every token must be a string")
+        if current[:1] == "-" and i + 1 < count:
+            nxt = words[i + 1]
+            if not isinstance(nxt, str):
+                raise TypeError(f"argv contains a non-string token {nxt!r}; every token must be a string")
+            if nxt[:1] != "-":
+                lines.append(current + " " + shell_quote(nxt))
+                i += 2
+                continue
+        lines.append(current)
+        i += 1
+    return head + " \\\n  " + " \\\n  ".join(lines)
 
 
 def format_argv(model_id: Any, args: list[Any], *, final: bool = False) -> list[Any]:
@@ -385,30 +394,13 @@ class _Synthesis:
                  features: Any, strategies: Mapping, taxonomy: Mapping, advanced_args: Any,
                  node_count: Any, pd_nodes: Any, feature_modes: Any, kv_offload: Any,
                  kv_instances: Any, frontend: Any) -> None:
-        self.recipe = recipe
-        variants = get(recipe, "variants")
-        self.variant_key = variant_key
-        self.variant = first(get(variants, variant_key) if _hashable(variant_key) else None,
-                             get(variants, "default"), {})
-        self.strategy_name = strategy_name
-        self.strategy = first(get(strategies, strategy_name) if _hashable(strategy_name) else None, {})
-        self.hardware_id = hardware_id
-        self.profile = first(get(get(taxonomy, "hardware_profiles"), hardware_id)
-                             if _hashable(hardware_id) else None, {})
-        self.gen = generation_of(self.profile)
-        self.is_nvidia = get(self.profile, "brand") == "NVIDIA"
-        self.gpu_count = gpu_count_of(self.profile)
+        self.__dict__.update(_layout(recipe, variant_key, strategy_name, hardware_id, strategies, taxonomy))
         self.node_count = node_count
         self.total_gpus = as_int_if_whole(self.gpu_count * js_max(1, node_count))
         self.features = features
         self.feature_modes = feature_modes
         self.advanced_args = advanced_args
         self.pd_nodes = pd_nodes
-        self.deploy_type = get(self.strategy, "deploy_type")
-        self.overrides = get(get(recipe, "strategy_overrides"), strategy_name) if _hashable(strategy_name) else None
-        self.single_node_tp = single_node_tp(recipe, self.variant, self.profile, strategy_name, hardware_id)
-        self.model_id = first(get(self.variant, "model_id"), get(get(recipe, "model"), "model_id"), "unknown")
-        self.variant_exact = get(get(self.variant, "hardware_overrides"), hardware_id) if _hashable(hardware_id) else None
 
         store = get(strategies, kv_offload) if truthy(kv_offload) and _hashable(kv_offload) else None
         self.kv_store = store if get(store, "deploy_type") == "kv_store_lb" else None
@@ -430,7 +422,7 @@ class _Synthesis:
             self.kv_instance_count = first(get(self.kv_store, "default_instances"), 2)
         self.kv_current_instance = as_int_if_whole(
             js_max(0, js_min(to_number(self.kv_instance_count) - 1, present(get(request, "current"), 0))))
-        self.frontend = resolve_frontend(recipe, frontend, self.profile, hardware_id, strategy_name)
+        self.frontend = frontend if truthy(frontend) else self._default_frontend
         self._features: Optional[list[tuple[str, Any]]] = None
 
     # ---------------------------------------------------------------- helpers
@@ -484,17 +476,6 @@ class _Synthesis:
         return args
 
     @cached_property
-    def _model_and_variant_args(self) -> list[Any]:
-        return (items(first(get(get(self.recipe, "model"), "base_args"), None))
-                + items(first(get(self.variant, "extra_args"), None))
-                + items(first(get(self.variant_exact, "extra_args"), None)))
-
-    @cached_property
-    def _hardware_args(self) -> list[Any]:
-        """Generation blocks (a strategy's replaces the recipe's and variant's), then exact-GPU."""
-        return self._hardware_layers("extra_args")
-
-    @cached_property
     def _advanced_feature_kv_args(self) -> list[Any]:
         args: list[Any] = []
         advanced = self.advanced_args
@@ -508,19 +489,6 @@ class _Synthesis:
         if self.kv_composing:
             args += items(first(get(get(self.kv_store, "vllm"), "vllm_args"), []))
         return args
-
-    def _hardware_layers(self, field: str) -> list[Any]:
-        """Per-generation and exact-GPU override values for ``extra_args``."""
-        out: list[Any] = []
-        strategy_gen = generation_override(get(self.overrides, "hardware_overrides"), self.profile)
-        if truthy(strategy_gen):
-            out += items(first(get(strategy_gen, field), None))
-        else:
-            for overrides in (get(self.recipe, "hardware_overrides"), get(self.variant, "hardware_overrides")):
-                out += items(first(get(generation_override(overrides, self.profile), field), None))
-        exact = get(get(self.overrides, "hardware_overrides"), self.hardware_id) if _hashable(self.hardware_id) else None
-        out += items(first(get(exact, field), None))
-        return out
 
     def _role_exact(self, role: Optional[str]) -> Any:
         if not role or not _hashable(self.hardware_id):
@@ -689,11 +657,8 @@ class _Synthesis:
 
     def env(self, role: Optional[str]) -> dict:
         """The environment of one process, layered like its args."""
-        recipe, variant, strategy = self.recipe, self.variant, self.strategy
-        env: dict = {}
-        _merge(env, get(get(recipe, "model"), "base_env"))
-        _merge(env, get(variant, "extra_env"))
-        _merge(env, get(self.variant_exact, "extra_env"))
+        strategy = self.strategy
+        env: dict = dict(self._model_and_variant_env)
         if self.deploy_type != "pd_cluster":
             _merge(env, get(strategy, "env"))
         elif role:
@@ -711,15 +676,9 @@ class _Synthesis:
                 _merge(env, get(get(overrides, role), "env"))
             else:
                 _merge(env, get(overrides, "extra_env"))
-        strategy_gen = generation_override(get(overrides, "hardware_overrides"), self.profile)
-        if truthy(strategy_gen):
-            _merge(env, get(strategy_gen, "extra_env"))
-        else:
-            _merge(env, get(generation_override(get(recipe, "hardware_overrides"), self.profile), "extra_env"))
-            _merge(env, get(generation_override(get(variant, "hardware_overrides"), self.profile), "extra_env"))
-        exact = get(get(overrides, "hardware_overrides"), self.hardware_id) if _hashable(self.hardware_id) else None
-        _merge(env, get(exact, "extra_env"))
-        _merge(env, get(self._role_exact(role), "extra_env"))
+        env.update(self._hardware_env)
+        if role:
+            _merge(env, get(self._role_exact(role), "extra_env"))
         for _, chosen in self._active_features():
             if chosen is not None:
                 _merge(env, chosen["env"])
@@ -963,6 +922,83 @@ class _Synthesis:
                 "command": text(companion["command"]).rstrip(),
             })
         return out
+
+
+_LAYOUT_CACHE: dict[tuple, tuple[tuple, dict]] = {}
+_LAYOUT_CACHE_SIZE = 4096
+
+
+def _layout(recipe: Mapping, variant_key: Any, strategy_name: Any, hardware_id: Any,
+            strategies: Mapping, taxonomy: Mapping) -> dict:
+    """What a resolution knows before looking at features, node counts or KV choices.
+
+    It depends only on the recipe, variant, strategy and hardware, so it is
+    computed once per combination and shared (inputs are treated as read-only).
+    """
+    hashable = all(_hashable(v) for v in (variant_key, strategy_name, hardware_id))
+    key = (id(recipe), variant_key, strategy_name, hardware_id, id(strategies), id(taxonomy)) if hashable else None
+    if key is not None:
+        hit = _LAYOUT_CACHE.get(key)
+        if hit is not None and hit[0][0] is recipe and hit[0][1] is strategies and hit[0][2] is taxonomy:
+            return hit[1]
+    values = _compute_layout(recipe, variant_key, strategy_name, hardware_id, strategies, taxonomy)
+    if key is not None:
+        if len(_LAYOUT_CACHE) >= _LAYOUT_CACHE_SIZE:
+            _LAYOUT_CACHE.clear()
+        _LAYOUT_CACHE[key] = ((recipe, strategies, taxonomy), values)
+    return values
+
+
+def _compute_layout(recipe: Mapping, variant_key: Any, strategy_name: Any, hardware_id: Any,
+                    strategies: Mapping, taxonomy: Mapping) -> dict:
+    variants = get(recipe, "variants")
+    variant = first(get(variants, variant_key) if _hashable(variant_key) else None, get(variants, "default"), {})
+    strategy = first(get(strategies, strategy_name) if _hashable(strategy_name) else None, {})
+    profile = first(get(get(taxonomy, "hardware_profiles"), hardware_id) if _hashable(hardware_id) else None, {})
+    overrides = get(get(recipe, "strategy_overrides"), strategy_name) if _hashable(strategy_name) else None
+    variant_exact = get(get(variant, "hardware_overrides"), hardware_id) if _hashable(hardware_id) else None
+    model = get(recipe, "model")
+
+    # Hardware overrides: a strategy's generation block replaces the recipe
+    # baseline and the variant delta; the strategy's exact-GPU block adds on top.
+    strategy_gen = generation_override(get(overrides, "hardware_overrides"), profile)
+    generation_blocks = [strategy_gen] if truthy(strategy_gen) else [
+        generation_override(get(recipe, "hardware_overrides"), profile),
+        generation_override(get(variant, "hardware_overrides"), profile),
+    ]
+    exact = get(get(overrides, "hardware_overrides"), hardware_id) if _hashable(hardware_id) else None
+    hardware_args: list[Any] = []
+    hardware_env: dict = {}
+    for block in (*generation_blocks, exact):
+        hardware_args += items(first(get(block, "extra_args"), None))
+        _merge(hardware_env, get(block, "extra_env"))
+    static_env: dict = {}
+    for block in (get(model, "base_env"), get(variant, "extra_env"), get(variant_exact, "extra_env")):
+        _merge(static_env, block)
+    return {
+        "recipe": recipe,
+        "variant_key": variant_key,
+        "variant": variant,
+        "strategy_name": strategy_name,
+        "strategy": strategy,
+        "hardware_id": hardware_id,
+        "profile": profile,
+        "gen": generation_of(profile),
+        "is_nvidia": get(profile, "brand") == "NVIDIA",
+        "gpu_count": gpu_count_of(profile),
+        "deploy_type": get(strategy, "deploy_type"),
+        "overrides": overrides,
+        "single_node_tp": single_node_tp(recipe, variant, profile, strategy_name, hardware_id),
+        "model_id": first(get(variant, "model_id"), get(model, "model_id"), "unknown"),
+        "variant_exact": variant_exact,
+        "_model_and_variant_args": (items(first(get(model, "base_args"), None))
+                                    + items(first(get(variant, "extra_args"), None))
+                                    + items(first(get(variant_exact, "extra_args"), None))),
+        "_hardware_args": hardware_args,
+        "_hardware_env": hardware_env,
+        "_model_and_variant_env": static_env,
+        "_default_frontend": resolve_frontend(recipe, None, profile, hardware_id, strategy_name),
+    }
 
 
 def _length(value: Any) -> Any:
