@@ -36,26 +36,7 @@ from pydantic import (
     model_validator,
 )
 
-try:
-    from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._errors import (
-        SelectionError,
-        describe_value,
-    )
-except ImportError:  # pragma: no cover - only while _errors.py is not committed
-    class SelectionError(ValueError):  # type: ignore[no-redef]
-        """Local stand-in with the same constructor as ``_errors.SelectionError``."""
-
-        def __init__(self, key: str, *, value: Any = None, expected: str = "",
-                     reason: str = "", source: str = "") -> None:
-            self.key, self.value, self.expected = key, value, expected
-            self.reason, self.source = reason, source
-            parts = [f"got {value!r}"] if value is not None else []
-            parts += [f"expected {expected}"] if expected else []
-            parts += [reason] if reason else []
-            super().__init__(f"{key}: {'; '.join(parts)}")
-
-    def describe_value(value: Any) -> str:  # type: ignore[no-redef]
-        return f"{value!r} ({type(value).__name__})"
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._errors import SelectionError
 
 __all__ = [
     "DeploymentSpec",
@@ -500,6 +481,9 @@ def _pydantic_error(exc: ValidationError, prefix: str, source: str) -> Inventory
         return InventoryError(key, expected="a value", has_value=False,
                               fix=f"add {loc!r} to {prefix}", source=source)
     msg = msg.removeprefix("Value error, ")
+    for prefix, replacement in (("must be ", ""), ("must match ", "a value matching ")):
+        if msg.startswith(prefix):
+            msg = replacement + msg[len(prefix):]
     return InventoryError(key, value=value, expected=msg, fix=f"correct {key}", source=source)
 
 
@@ -596,6 +580,8 @@ def collect_deployments(hostvars: Mapping[str, Mapping[str, Any]],
         where = f"hostvars[{first_host!r}].vllm_deployment"
         spec = parse_deployment(raw, where)
         group = spec.group
+        if group is not None:
+            where = f"group {group!r} vllm_deployment"
         if group is None:
             candidates = sorted(g for g, hs in groups.items()
                                 if g not in ignore and set(hs) == members)
@@ -608,6 +594,7 @@ def collect_deployments(hostvars: Mapping[str, Mapping[str, Any]],
                             else f"groups {candidates} all match")),
                 )
             group = candidates[0]
+            where = f"group {group!r} vllm_deployment"
         add(spec, group, where)
 
     return [found[name] for name in sorted(found)]

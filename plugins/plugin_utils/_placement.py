@@ -44,6 +44,7 @@ from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._container impo
     router_docker_argv,
     visible_devices_var,
 )
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._errors import RecipeError
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._inventory import (
     DeclaredDeployment,
     DeploymentSpec,
@@ -93,6 +94,28 @@ ORDER_ROUTER = 30
 
 class PlacementError(InventoryError):
     """A deployment cannot be placed on the inventory as declared."""
+
+
+def engine_error(decl: DeclaredDeployment, exc: Exception) -> PlacementError:
+    """Re-raise a recipe/selection error of the engine against the inventory key that caused it."""
+    key = str(getattr(exc, "key", "") or "recipe")
+    if key.startswith("pd_nodes"):
+        key = "pd" + key[len("pd_nodes"):]
+    loaded_path = "/" in key or key.endswith((".yaml", ".yml", ".json"))
+    where = f"vllm_deployment[{decl.name}].{'recipe' if loaded_path else key}"
+    expected = getattr(exc, "expected", "") or getattr(exc, "reason", "") or str(exc)
+    reason = getattr(exc, "reason", "")
+    if reason and reason != expected:
+        expected = f"{expected} ({reason})"
+    if loaded_path:
+        fix = f"fix the recipe file {key} or point vllm_deployment.recipe elsewhere"
+        value: Any = decl.spec.recipe
+    else:
+        fix = f"change {key.split('[')[0]} in the vllm_deployment of group {decl.group!r}"
+        value = getattr(exc, "value", None)
+    has_value = bool(getattr(exc, "has_value", True)) or loaded_path
+    return PlacementError(where, value=value, expected=expected, fix=fix, has_value=has_value,
+                          source=decl.source)
 
 
 @dataclass
@@ -392,13 +415,19 @@ class _DeploymentPlacer:
     # -- errors ---------------------------------------------------------------------
     def error(self, key: str, value: Any, expected: str, fix: str) -> PlacementError:
         return PlacementError(f"{self.where}.{key}" if key else self.where, value=value,
-                              expected=expected, fix=fix, source=self.decl.source)
+                              expected=expected, fix=fix, source=self.decl.source,
+                              has_value=value is not None)
 
     # -- resolution -----------------------------------------------------------------
     def resolve(self, overrides: Mapping[str, Any]) -> Mapping[str, Any]:
         key = overrides_key(overrides)
         if key not in self._cache:
-            result = self.engine.resolve(dict(overrides))
+            try:
+                result = self.engine.resolve(dict(overrides))
+            except PlacementError:
+                raise
+            except RecipeError as exc:
+                raise engine_error(self.decl, exc) from None
             if not isinstance(result, Mapping) or "deployType" not in result:
                 raise self.error("recipe", self.spec.recipe,
                                  "the engine to return a resolution with deployType",
@@ -466,7 +495,7 @@ class _DeploymentPlacer:
         spec = self.hosts[host]
         if spec.address is None:
             src = f" ({spec.address_source})" if spec.address_source else ""
-            raise PlacementError(f"hostvars[{host!r}].vllm_fabric_address", value=None,
+            raise PlacementError(f"hostvars[{host!r}].vllm_fabric_address", has_value=False,
                                  expected=f"a routable IP address for {host}{src}",
                                  fix=f"set vllm_fabric_address (or ansible_host) on {host} to its "
                                      "cluster-network IP, or render with cached facts")
@@ -475,7 +504,7 @@ class _DeploymentPlacer:
     def interface(self, host: str, why: str) -> str:
         iface = self.hosts[host].interface
         if iface is None:
-            raise PlacementError(f"hostvars[{host!r}].vllm_fabric_interface", value=None,
+            raise PlacementError(f"hostvars[{host!r}].vllm_fabric_interface", has_value=False,
                                  expected=f"one concrete interface name ({why})",
                                  fix=f"set vllm_fabric_interface on {host}, e.g. ens5")
         return iface
@@ -1159,7 +1188,7 @@ def _assign_gpus(fleet: FleetPlan, profiles: Mapping[str, Optional[Mapping[str, 
         capacity = _host_capacity(host, plans, profiles)
         if capacity is None:
             if len(deps) > 1:
-                raise PlacementError(f"hostvars[{host_name!r}].vllm_gpu_count", value=None,
+                raise PlacementError(f"hostvars[{host_name!r}].vllm_gpu_count", has_value=False,
                                      expected=f"the accelerator count of {host_name}, which carries "
                                               f"{len(deps)} deployments ({', '.join(deps)})",
                                      fix=f"set vllm_gpu_count (or vllm_gpus) on {host_name}")
@@ -1269,7 +1298,7 @@ def _exec_argv(plan: DeploymentPlan, fleet: FleetPlan, proc: Process) -> None:
         rdma=spec.rdma, multi_node=multi, mounts=proc.mounts, extra_args=spec.container_args,
         docker_binary=spec.docker_binary)
     if not proc.image:
-        raise PlacementError(f"vllm_deployment[{plan.name}].image", value=None,
+        raise PlacementError(f"vllm_deployment[{plan.name}].image", has_value=False,
                              expected="a container image (the recipe gives none for this hardware)",
                              fix="set vllm_deployment.image")
     if spec.container_profile == "upstream":
@@ -1300,16 +1329,21 @@ def build_plan(hostvars: Mapping[str, Mapping[str, Any]], groups: Mapping[str, S
     """
     declared = collect_deployments(hostvars, groups, deployments_list)
     if not declared:
-        raise PlacementError("vllm_deployment", value=None,
+        raise PlacementError("vllm_deployment", has_value=False,
                              expected="at least one inventory group with a vllm_deployment mapping",
                              fix="set vllm_deployment (recipe, strategy, hardware ...) in the "
-                                 "group_vars of the group to deploy", has_value=False)
+                                 "group_vars of the group to deploy")
     names = sorted({h for d in declared for h in d.hosts})
     hosts = {name: host_spec(name, hostvars.get(name) or {}) for name in names}
     plans: list[DeploymentPlan] = []
     profiles: dict[str, Optional[Mapping[str, Any]]] = {}
     for decl in declared:
-        engine = engine_factory(decl)
+        try:
+            engine = engine_factory(decl)
+        except PlacementError:
+            raise
+        except RecipeError as exc:
+            raise engine_error(decl, exc) from None
         placer = _DeploymentPlacer(decl, engine, hosts, groups)
         plans.append(placer.place())
         profiles[decl.name] = engine.hardware_profile

@@ -1,0 +1,93 @@
+"""The bad-input corpus: every broken inventory or recipe fails with its own message, writes nothing.
+
+Each folder under ``tests/bad_inputs/`` holds an ``inventory.yml`` (plus any
+file it refers to) and an ``expect.yml`` listing substrings the error must
+contain: the offending key, the value and the fix. Each case is checked twice:
+
+* in Python (``build_plan`` on the hostvars Ansible computes for the inventory);
+* through ``playbooks/render.yml``: the play fails and the output directory
+  is never created.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils import _placement as P
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._errors import RecipeError
+
+REPO = Path(__file__).resolve().parents[2]
+CASES_DIR = REPO / "tests" / "bad_inputs"
+CASES = sorted(p.name for p in CASES_DIR.iterdir() if (p / "expect.yml").is_file())
+
+
+def expectations(name: str) -> list[str]:
+    return yaml.safe_load((CASES_DIR / name / "expect.yml").read_text())["messages"]
+
+
+def templated_inventory(path: Path) -> tuple[dict, dict, list | None]:
+    """hostvars (vllm_* and ansible_host, templated) and groups, as Ansible sees them."""
+    from ansible.inventory.manager import InventoryManager
+    from ansible.parsing.dataloader import DataLoader
+    from ansible.template import Templar
+    from ansible.vars.manager import VariableManager
+
+    loader = DataLoader()
+    inventory = InventoryManager(loader=loader, sources=[str(path)])
+    manager = VariableManager(loader=loader, inventory=inventory)
+    hostvars: dict = {}
+    deployments = None
+    for host in inventory.get_hosts():
+        values = manager.get_vars(host=host, include_hostvars=False)
+        templar = Templar(loader=loader, variables=values)
+        picked = {k: templar.template(v) for k, v in values.items()
+                  if k.startswith("vllm_") or k == "ansible_host"}
+        picked = json.loads(json.dumps(picked))
+        deployments = picked.pop("vllm_deployments", deployments)
+        hostvars[host.name] = picked
+    return hostvars, inventory.get_groups_dict(), deployments
+
+
+def test_corpus_is_large_enough():
+    assert len(CASES) >= 30
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_bad_input_fails_in_python_with_its_message(name):
+    hostvars, groups, deployments = templated_inventory(CASES_DIR / name / "inventory.yml")
+    with pytest.raises((RecipeError, ValueError)) as caught:
+        P.build_plan(hostvars, groups, P.engine_factory(), deployments_list=deployments)
+    message = str(caught.value)
+    for expected in expectations(name):
+        assert expected in message, f"{name}: {expected!r} not in {message!r}"
+
+
+def _ansible_playbook() -> str:
+    candidate = Path(sys.executable).parent / "ansible-playbook"
+    return str(candidate) if candidate.exists() else "ansible-playbook"
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_bad_input_fails_the_render_playbook_and_writes_nothing(name, tmp_path):
+    out = tmp_path / "render"
+    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(REPO / ".collections"), ANSIBLE_NOCOLOR="1",
+               ANSIBLE_RETRY_FILES_ENABLED="0")
+    env.pop("ANSIBLE_CONFIG", None)
+    result = subprocess.run(
+        [_ansible_playbook(), "-i", str(CASES_DIR / name / "inventory.yml"),
+         str(REPO / "playbooks" / "render.yml"), "-e", f"vllm_render_dir={out}"],
+        capture_output=True, text=True, env=env, cwd=str(tmp_path), timeout=300)
+    output = (result.stdout + result.stderr).replace('\\"', '"')
+    assert result.returncode != 0, output
+    assert "Validate the fleet plan on the controller" in output
+    assert "Render the fleet plan" not in output  # the validation play stopped the run
+    for expected in expectations(name):
+        assert expected in output, f"{name}: {expected!r} not in output"
+    assert not out.exists()
