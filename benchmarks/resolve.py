@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/env python
 """Benchmark: resolve the whole upstream conformance corpus, recipes loaded once.
 
 Prints the wall time and cases per second of command synthesis over every
@@ -63,7 +63,7 @@ def main() -> int:
         return errors
 
     timings, cpu = [], []
-    for _ in range(max(1, args.repeat)):
+    for _attempt in range(max(1, args.repeat)):
         gc.collect()
         start, start_cpu = time.perf_counter(), time.process_time()
         errors = run()

@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/env python
 """Check our recipe engine against the recipes site's own command synthesis.
 
 Two modes:

@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/env python
 """`make demo`: the seed recipe, resolved for its default hardware and every strategy it offers.
 
 Prints each deployment the recipes site would publish for GLM-5.3-Flash on its
@@ -17,7 +17,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
 
-import conformance  # noqa: E402,F401  (puts the collection on sys.path)
+import conformance  # noqa: E402  pylint: disable=unused-import  (puts the collection on sys.path)
 
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._catalog import load_catalog  # noqa: E402
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._engine import resolve  # noqa: E402

@@ -29,7 +29,7 @@ class ActionModule(ActionBase):
 
     def run(self, tmp: Any = None, task_vars: Optional[dict] = None) -> dict:
         result = super().run(tmp, task_vars)
-        _, args = self.validate_argument_spec(argument_spec={
+        _spec, args = self.validate_argument_spec(argument_spec={
             "recipe": {"type": "str", "required": True},
             "selection": {"type": "dict", "default": {}},
             "catalog_dir": {"type": "path"},

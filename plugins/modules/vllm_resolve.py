@@ -43,7 +43,10 @@ attributes:
     description: Nothing changes; the action only computes.
   diff_mode:
     support: none
+    description: Nothing changes, so there is no diff.
   platform:
+    support: full
+    description: Runs on the controller only.
     platforms: all
 notes:
   - This is an action plugin; this file only carries its documentation.

@@ -32,7 +32,7 @@ def truthy(value: Any) -> bool:
     if kind is int:
         return value != 0
     if kind is float:
-        return value == value and value != 0.0
+        return not math.isnan(value) and value != 0.0
     return True
 
 
@@ -54,7 +54,7 @@ def present(*values: Any) -> Any:
 
 def get(mapping: Any, key: Any) -> Any:
     """Optional member access (``mapping?.[key]``) that tolerates non-mappings."""
-    if type(mapping) is dict:
+    if isinstance(mapping, dict):
         try:
             return mapping.get(key)
         except TypeError:  # an unhashable key names no member

@@ -17,10 +17,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any, Mapping, Optional
 
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._errors import SelectionError
-from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._jsvalue import first, get, is_number, truthy
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._jsvalue import first, get, is_number
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._synthesis import (
     FRONTENDS,
     MAX_NODES,

@@ -340,7 +340,7 @@ def shell_quote(word: Any) -> Any:
 
 def final_args(args: Iterable[Any]) -> list[Any]:
     """Drop empty tokens, then dedupe flags: the argv that is actually run."""
-    return dedupe_flags([a for a in args if (a if type(a) is str else truthy(a))])
+    return dedupe_flags([a for a in args if (a if isinstance(a, str) else truthy(a))])
 
 
 def format_command(model_id: Any, args: list[Any], *, final: bool = False) -> str:
@@ -423,7 +423,7 @@ class _Synthesis:
         self.kv_current_instance = as_int_if_whole(
             js_max(0, js_min(to_number(self.kv_instance_count) - 1, present(get(request, "current"), 0))))
         self.frontend = frontend if truthy(frontend) else self._default_frontend
-        self._features: Optional[list[tuple[str, Any]]] = None
+        self._features: Optional[list[dict]] = None
 
     # ---------------------------------------------------------------- helpers
 
@@ -481,9 +481,8 @@ class _Synthesis:
         advanced = self.advanced_args
         if truthy(advanced) and truthy(_length(advanced)):
             args += items(advanced)
-        for _, chosen in self._active_features():
-            if chosen is not None:
-                args += items(first(chosen["args"], None))
+        for block in self._active_features():
+            args += items(first(block["args"], None))
         if self.kv_option is not None:
             args += items(first(get(self.kv_option, "args"), []))
         if self.kv_composing:
@@ -495,15 +494,15 @@ class _Synthesis:
             return None
         return get(get(get(self.overrides, role), "hardware_overrides"), self.hardware_id)
 
-    def _active_features(self) -> list[tuple[str, Any]]:
+    def _active_features(self) -> list[dict]:
         if self._features is None:
             self._features = self._collect_features()
         return self._features
 
-    def _collect_features(self) -> list[tuple[str, Any]]:
-        """Enabled features that apply here, each with the block that carries its args/env.
+    def _collect_features(self) -> list[dict]:
+        """The ``{args, env}`` each enabled feature contributes here, in feature order.
 
-        A feature with ``modes`` contributes its active mode (or nothing when no
+        A feature with ``modes`` contributes its active mode (nothing when no
         mode runs here); a plain feature contributes itself or its per-hardware
         replacement.
         """
@@ -523,11 +522,9 @@ class _Synthesis:
                                             self.profile, self.hardware_id, selected)
                 mode = get(modes, mode_key) if mode_key is not None else None
                 if truthy(mode):
-                    active.append((key, self._hardware_replacement(mode)))
-                else:
-                    active.append((key, None))
+                    active.append(self._hardware_replacement(mode))
                 continue
-            active.append((key, self._hardware_replacement(feature)))
+            active.append(self._hardware_replacement(feature))
         return active
 
     def _hardware_replacement(self, block: Any) -> dict:
@@ -679,9 +676,8 @@ class _Synthesis:
         env.update(self._hardware_env)
         if role:
             _merge(env, get(self._role_exact(role), "extra_env"))
-        for _, chosen in self._active_features():
-            if chosen is not None:
-                _merge(env, chosen["env"])
+        for block in self._active_features():
+            _merge(env, block["env"])
         if self.frontend in FRONTENDS:
             env[FRONTEND_ENV] = "1" if self.frontend == "rust" else "0"
         if self.deploy_type == "pd_cluster" and self.hardware_id not in NVL4_HARDWARE_IDS:

@@ -33,9 +33,14 @@ def test_action_resolves_and_filters_agree(repo_root, tmp_path):
         selection: {{strategy: multi_node_tp_pp, node_count: 2}}
       register: via_action
     - name: write both results
+      vars:
+        seed: "{repo_root / SEED}"
+        via_filter: "{{{{ seed | vllm_fleet.recipes.resolve({{'strategy': 'multi_node_tp_pp'}}) }}}}"
       ansible.builtin.copy:
         dest: "{out}"
-        content: "{{{{ {{'action': via_action.processes, 'filter': ('{repo_root / SEED}' | vllm_fleet.recipes.resolve({{'strategy': 'multi_node_tp_pp'}})).processes, 'default': '{repo_root / SEED}' | vllm_fleet.recipes.default_selection}} | to_json }}}}"
+        content: >-
+          {{{{ {{'action': via_action.processes, 'filter': via_filter.processes,
+          'default': seed | vllm_fleet.recipes.default_selection}} | to_json }}}}
 """)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     data = json.loads(out.read_text())

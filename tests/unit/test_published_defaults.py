@@ -38,12 +38,12 @@ def published(shared_dir):
             defaults[(case["hf_id"], variant)] = case["info"]["default_hardware"]
     recipes_dir = shared_dir / "upstream" / "recipes"
     catalog = load_upstream_catalog(recipes_dir)
-    recipes = {hf: read_document(recipes_dir / "models" / f"{hf}.yaml") for hf, _, _ in groups}
+    recipes = {key[0]: read_document(recipes_dir / "models" / f"{key[0]}.yaml") for key in groups}
     return groups, defaults, recipes, catalog
 
 
 def test_every_published_rendering_is_reproduced(published):
-    groups, _, recipes, catalog = published
+    groups, _defaults, recipes, catalog = published
     mismatches = []
     for (hf_id, variant, hardware), cases in groups.items():
         ours = {r.key: r for r in published_renderings(recipes[hf_id], variant, hardware,
@@ -65,7 +65,7 @@ def test_every_published_rendering_is_reproduced(published):
 
 
 def test_default_hardware_matches(published):
-    _, defaults, recipes, catalog = published
+    _groups, defaults, recipes, catalog = published
     profiles = catalog.taxonomy["hardware_profiles"]
     wrong = {key: (pick_default_hardware(profiles, recipes[key[0]]["variants"][key[1]], recipes[key[0]]), want)
              for key, want in defaults.items()

@@ -186,7 +186,7 @@ def test_conformance_tool_reports_a_broken_case(shared_dir, repo_root, tmp_path)
     """The replay must be able to fail: a corrupted expectation is counted as failed."""
     source = shared_dir / "upstream" / "conformance" / "cases.jsonl.gz"
     with gzip.open(source, "rt") as stream:
-        cases = [json.loads(next(stream)) for _ in range(3)]
+        cases = [json.loads(line) for line, _index in zip(stream, range(3))]
     cases[1]["output"]["deployType"] = "tampered"
     broken = tmp_path / "cases.jsonl"
     broken.write_text("".join(json.dumps(c) + "\n" for c in cases))
