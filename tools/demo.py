@@ -17,7 +17,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
 
-import conformance  # noqa: E402  pylint: disable=unused-import  (puts the collection on sys.path)
+# conformance puts the collection on sys.path when imported.
+import conformance  # noqa: E402,F401  pylint: disable=unused-import
 
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._catalog import load_catalog  # noqa: E402
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._engine import resolve  # noqa: E402
