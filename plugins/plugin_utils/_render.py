@@ -237,6 +237,14 @@ def _ranges(values: Iterable[int]) -> str:
     return ",".join(parts)
 
 
+def _ports_text(proc: Process) -> str:
+    """``8001 (api), 5565-5572 (nixl-side-channel)``: consecutive ports of one purpose folded."""
+    by_purpose: dict[str, list[int]] = {}
+    for port in proc.ports:
+        by_purpose.setdefault(port.purpose, []).append(port.number)
+    return ", ".join(f"{_ranges(numbers)} ({purpose})" for purpose, numbers in by_purpose.items()) or "-"
+
+
 def render_plan_md(fleet: FleetPlan) -> str:
     """Human-readable plan: one table per deployment, then per-host totals."""
     out = [
@@ -269,7 +277,7 @@ def render_plan_md(fleet: FleetPlan) -> str:
             "|---|---|---|---|---|---|---|",
         ]
         for proc in sorted(plan.processes, key=lambda p: (p.host, p.start_order, p.unit)):
-            ports = ", ".join(f"{p.number} ({p.purpose})" for p in proc.ports) or "-"
+            ports = _ports_text(proc)
             rank = proc.role if proc.rank is None else f"{proc.role} / rank {proc.rank}"
             if proc.instance is not None:
                 rank = f"instance {proc.instance}: {rank}"
