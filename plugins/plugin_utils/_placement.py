@@ -1523,10 +1523,10 @@ def load_recipe_ref(ref: str, *, catalog: Any = None, recipe_dirs: Sequence[str]
     searched = [*recipe_dirs, shipped]
     for root in searched:
         root = os.path.join(base_dir, root) if base_dir and not os.path.isabs(root) else root
-        for models in (os.path.join(root, "models"), root):
-            if os.path.isfile(os.path.join(models, f"{ref}.yaml")):
-                return _loader.load_recipe_from_tree(os.path.dirname(models) if models.endswith("models")
-                                                     else root, ref, catalog=catalog)
+        if os.path.isfile(os.path.join(root, "models", f"{ref}.yaml")):
+            return _loader.load_recipe_from_tree(root, ref, catalog=catalog)
+        if os.path.isfile(os.path.join(root, f"{ref}.yaml")):  # a models/ folder itself
+            return _loader.load_recipe(os.path.join(root, f"{ref}.yaml"), hf_id=ref, catalog=catalog)
     raise SelectionError("recipe", value=ref,
                          expected="a recipe id (org/name) found under " + ", ".join(searched)
                                   + ", a recipe file path or an http(s) URL",
