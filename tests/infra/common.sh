@@ -1,0 +1,103 @@
+# shellcheck shell=bash disable=SC2034  # settings are used by the scripts that source this
+# Shared settings and helpers for the integration test infrastructure
+# (tests/infra/*.sh). Sourced, never run. docs/testing.md describes the whole.
+#
+# Everything here is machine-wide: one dockerd, one registry on :5000 and one
+# image cache per machine, shared by every checkout on it. State (pid files,
+# logs, registry storage, debootstrap cache) lives in $INFRA_DIR, outside the
+# checkout, so that a fresh clone (CI) reuses what an earlier run built.
+
+INFRA_SRC=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+INFRA_DIR=${VLLM_FLEET_INFRA_DIR:-/var/tmp/vllm-fleet-infra}
+
+# The molecule network: fixed, so the inner dockerd of every test host can be
+# told at image build time where the registry is (its gateway, the outer host).
+TEST_NETWORK=${VLLM_FLEET_TEST_NETWORK:-vllm-fleet-test}
+TEST_SUBNET=172.30.99.0/24
+TEST_GATEWAY=172.30.99.1
+REGISTRY_PORT=5000
+# The registry as seen from this machine and from inside a test host.
+REGISTRY_LOCAL=localhost:$REGISTRY_PORT
+REGISTRY_FROM_HOSTS=$TEST_GATEWAY:$REGISTRY_PORT
+
+BASE_IMAGE=local/debian-systemd:12
+STANDIN_ROOTFS_IMAGE=local/vllm-standin-rootfs:12
+STANDIN_REPO=vllm-standin
+# Stand-in engine tags and the version each reports.
+STANDIN_TAGS=(v1 v2)
+DEBIAN_SUITE=bookworm
+DEBIAN_MIRROR=${VLLM_FLEET_DEBIAN_MIRROR:-http://deb.debian.org/debian}
+
+# Label carrying the hash of everything an image is built from.
+RECIPE_LABEL=org.vllm-fleet.recipe-hash
+
+mkdir -p "$INFRA_DIR"
+
+log() { printf '%s: %s\n' "${LOG_TAG:-infra}" "$*"; }
+die() { printf '%s: ERROR: %s\n' "${LOG_TAG:-infra}" "$*" >&2; exit 1; }
+
+# wait_for SECONDS WHAT CMD...: poll CMD every half second until it succeeds.
+# Returns 1 (after saying what it waited for) when SECONDS pass first.
+wait_for() {
+    local limit=$1 what=$2 deadline
+    shift 2
+    deadline=$((SECONDS + limit))
+    until "$@" >/dev/null 2>&1; do
+        if [ "$SECONDS" -ge "$deadline" ]; then
+            printf '%s: timed out after %ss waiting for %s\n' "${LOG_TAG:-infra}" "$limit" "$what" >&2
+            return 1
+        fi
+        sleep 0.5
+    done
+}
+
+# pid_alive PIDFILE: true when PIDFILE names a running process.
+pid_alive() {
+    local pid
+    [ -s "$1" ] || return 1
+    pid=$(cat "$1")
+    kill -0 "$pid" 2>/dev/null
+}
+
+# stop_pidfile PIDFILE NAME: TERM the recorded process, wait up to 30 s, KILL it.
+stop_pidfile() {
+    local pidfile=$1 name=$2 pid
+    if ! pid_alive "$pidfile"; then
+        log "$name: not started by these scripts (no live pid in $pidfile)"
+        rm -f "$pidfile"
+        return 0
+    fi
+    pid=$(cat "$pidfile")
+    log "$name: stopping pid $pid"
+    kill "$pid"
+    if ! wait_for 30 "$name (pid $pid) to exit" bash -c "! kill -0 $pid"; then
+        kill -9 "$pid" 2>/dev/null || true
+    fi
+    rm -f "$pidfile"
+}
+
+# apt_ensure CMD PACKAGE...: install PACKAGE... unless CMD is already on PATH.
+apt_ensure() {
+    local cmd=$1
+    shift
+    command -v "$cmd" >/dev/null 2>&1 && return 0
+    log "apt: installing $* (for $cmd)"
+    local apt=(apt-get -q -o DPkg::Lock::Timeout=300)
+    [ "$(id -u)" -eq 0 ] || apt=(sudo "${apt[@]}")
+    # The package lists may be missing or stale on a fresh machine.
+    "${apt[@]}" update >/dev/null
+    DEBIAN_FRONTEND=noninteractive "${apt[@]}" install -y --no-install-recommends "$@" >/dev/null
+}
+
+# http_ok URL: true when URL answers 2xx.
+http_ok() {
+    python3 - "$1" <<'PY'
+import sys
+import urllib.request
+try:
+    with urllib.request.urlopen(sys.argv[1], timeout=2) as resp:
+        sys.exit(0 if 200 <= resp.status < 300 else 1)
+except Exception:
+    sys.exit(1)
+PY
+}
