@@ -1,0 +1,201 @@
+#!/usr/bin/env bash
+# Build the integration-test images and push the engine stand-in to the local registry.
+#
+#   tests/infra/images.sh build    build what is missing or changed (see below)
+#   tests/infra/images.sh push     push localhost:5000/vllm-standin:{v1,v2} (registry must answer)
+#   tests/infra/images.sh status   each image with its recipe hash: built one vs wanted one
+#
+# Images:
+#   local/debian-systemd:12           test-host image: debootstrap bookworm minbase with systemd,
+#                                     python3, docker.io (each host runs its own dockerd), sshd, rsync
+#   local/vllm-standin-rootfs:12      debootstrap minbase + python3 (base of the stand-in)
+#   localhost:5000/vllm-standin:v1/v2 the inference-engine STAND-IN (tests/infra/standin/)
+#
+# The two debootstrap images carry a label with the hash of their recipe (the
+# shell function that builds them, the files it reads, the host CA certificates);
+# they are rebuilt only when that hash changes, or with FORCE=1. The stand-in
+# images are `docker build`s on top, which Docker's layer cache makes cheap.
+# Packages are cached in $INFRA_DIR/debs between builds.
+set -Eeuo pipefail
+LOG_TAG=images
+# shellcheck source-path=SCRIPTDIR
+# shellcheck source=common.sh
+. "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+
+BUILD_DIR=$INFRA_DIR/build
+DEB_CACHE=$INFRA_DIR/debs
+HOST_CA_DIR=/usr/local/share/ca-certificates
+
+# Units that cannot work in an unprivileged container; masked so that
+# `systemctl is-system-running` reaches "running" instead of "degraded".
+MASKED_UNITS=(
+    systemd-udevd.service systemd-udev-trigger.service systemd-udevd-control.socket systemd-udevd-kernel.socket
+    systemd-modules-load.service systemd-remount-fs.service sys-kernel-config.mount sys-kernel-debug.mount
+    sys-kernel-tracing.mount sys-fs-fuse-connections.mount getty.target console-getty.service
+    systemd-firstboot.service systemd-sysusers.service systemd-hwdb-update.service
+    # Timers that would run apt or fstrim in the middle of a test.
+    apt-daily.timer apt-daily-upgrade.timer dpkg-db-backup.timer e2scrub_all.timer e2scrub_reap.service fstrim.timer
+)
+
+# recipe_hash FUNCTION FILE...: hash of the function's source, the files (names and
+# contents) and the settings every recipe depends on.
+recipe_hash() {
+    local fn=$1
+    shift
+    {
+        declare -f "$fn" strip_rootfs debootstrap_rootfs
+        echo "$DEBIAN_SUITE $DEBIAN_MIRROR $REGISTRY_FROM_HOSTS ${MASKED_UNITS[*]}"
+        local f
+        for f in "$@"; do
+            echo "== $f"
+            cat "$f"
+        done
+    } | sha256sum | cut -c1-16
+}
+
+image_hash() { docker image inspect -f "{{ index .Config.Labels \"$RECIPE_LABEL\" }}" "$1" 2>/dev/null || true; }
+
+# debootstrap_rootfs DIR PACKAGES: a bookworm minbase with PACKAGES (comma separated).
+debootstrap_rootfs() {
+    local dir=$1 packages=$2 logfile
+    logfile=$INFRA_DIR/debootstrap-$(basename "$dir").log
+    rm -rf "$dir"
+    mkdir -p "$dir" "$DEB_CACHE"
+    log "debootstrap $DEBIAN_SUITE into $dir (log: $logfile)"
+    if ! debootstrap --variant=minbase --cache-dir="$DEB_CACHE" --include="$packages" \
+            "$DEBIAN_SUITE" "$dir" "$DEBIAN_MIRROR" >"$logfile" 2>&1; then
+        tail -n 30 "$logfile" >&2
+        [ -f "$dir/debootstrap/debootstrap.log" ] && tail -n 30 "$dir/debootstrap/debootstrap.log" >&2
+        die "debootstrap failed (see $logfile)"
+    fi
+}
+
+# strip_rootfs DIR: drop docs, manuals, locales and apt caches.
+strip_rootfs() {
+    local dir=$1
+    rm -rf "$dir"/usr/share/doc/* "$dir"/usr/share/man/* "$dir"/usr/share/info/* \
+        "$dir"/usr/share/locale/* "$dir"/var/cache/apt/* "$dir"/var/lib/apt/lists/* \
+        "$dir"/var/log/*.log "$dir"/var/log/apt/* "$dir"/tmp/* "$dir"/debootstrap
+    find "$dir"/usr/lib/python3* -name __pycache__ -prune -exec rm -rf {} + 2>/dev/null || true
+    # Each container gets its own machine id at boot.
+    : >"$dir/etc/machine-id"
+    rm -f "$dir/var/lib/dbus/machine-id"
+}
+
+# import_rootfs DIR IMAGE HASH CHANGE...: tar DIR into IMAGE, labelled with HASH.
+import_rootfs() {
+    local dir=$1 image=$2 hash=$3
+    shift 3
+    local changes=(-c "LABEL $RECIPE_LABEL=$hash")
+    local change
+    for change in "$@"; do
+        changes+=(-c "$change")
+    done
+    tar --numeric-owner -C "$dir" -c . | docker import "${changes[@]}" - "$image" >/dev/null
+    log "imported $image ($(docker image inspect -f '{{.Size}}' "$image" | awk '{printf "%.0f MB", $1/1e6}'), recipe $hash"
+}
+
+# --- local/debian-systemd:12 -------------------------------------------------
+build_base_rootfs() {
+    local dir=$1 packages
+    packages=$(grep -vE '^\s*(#|$)' "$INFRA_SRC/debian-systemd/packages.txt" | paste -sd, -)
+    debootstrap_rootfs "$dir" "$packages"
+    cp -a "$INFRA_SRC/debian-systemd/overlay/." "$dir/"
+    # pip traffic is TLS-intercepted on these machines: trust the host's extra CAs.
+    if compgen -G "$HOST_CA_DIR/*.crt" >/dev/null; then
+        cp "$HOST_CA_DIR"/*.crt "$dir/usr/local/share/ca-certificates/"
+    fi
+    chroot "$dir" update-ca-certificates >/dev/null 2>&1
+    # The inner dockerd pulls from the outer machine's registry through the gateway.
+    mkdir -p "$dir/etc/docker"
+    printf '{\n  "insecure-registries": ["%s"],\n  "storage-driver": "overlay2",\n  "log-driver": "json-file"\n}\n' \
+        "$REGISTRY_FROM_HOSTS" >"$dir/etc/docker/daemon.json"
+    # SSH host keys are generated per host at first boot (ssh-hostkeys.service).
+    rm -f "$dir"/etc/ssh/ssh_host_*
+    chroot "$dir" systemctl enable ssh-hostkeys.service docker.service ssh.service >/dev/null 2>&1
+    chroot "$dir" systemctl mask "${MASKED_UNITS[@]}" >/dev/null 2>&1
+    strip_rootfs "$dir"
+}
+
+build_base() {
+    local want have dir=$BUILD_DIR/debian-systemd
+    local inputs=("$INFRA_SRC/debian-systemd/packages.txt")
+    mapfile -t -O 1 inputs < <(find "$INFRA_SRC/debian-systemd/overlay" -type f | sort; compgen -G "$HOST_CA_DIR/*.crt" || true)
+    want=$(recipe_hash build_base_rootfs "${inputs[@]}")
+    have=$(image_hash "$BASE_IMAGE")
+    if [ "$want" = "$have" ] && [ -z "${FORCE:-}" ]; then
+        log "$BASE_IMAGE is up to date (recipe $want)"
+        return 0
+    fi
+    apt_ensure debootstrap debootstrap
+    log "building $BASE_IMAGE (recipe $want; built one: ${have:-none})"
+    local start=$SECONDS
+    build_base_rootfs "$dir"
+    import_rootfs "$dir" "$BASE_IMAGE" "$want" 'CMD ["/lib/systemd/systemd"]' 'ENV container=docker' \
+        'VOLUME ["/var/lib/docker"]' 'LABEL org.opencontainers.image.description="vllm_fleet.recipes test host: systemd + its own dockerd"'
+    rm -rf "$dir"
+    log "$BASE_IMAGE built in $((SECONDS - start)) s"
+}
+
+# --- the stand-in engine -------------------------------------------------------
+build_standin_rootfs() {
+    local dir=$1
+    debootstrap_rootfs "$dir" python3
+    strip_rootfs "$dir"
+    # No apt, no dpkg database, no perl: nothing in the stand-in installs packages.
+    rm -rf "$dir"/var/lib/dpkg/info "$dir"/usr/share/perl* "$dir"/usr/lib/x86_64-linux-gnu/perl* \
+        "$dir"/usr/share/common-licenses "$dir"/usr/share/zoneinfo
+}
+
+build_standin() {
+    local want have dir=$BUILD_DIR/standin-rootfs tag
+    want=$(recipe_hash build_standin_rootfs)
+    have=$(image_hash "$STANDIN_ROOTFS_IMAGE")
+    if [ "$want" != "$have" ] || [ -n "${FORCE:-}" ]; then
+        apt_ensure debootstrap debootstrap
+        log "building $STANDIN_ROOTFS_IMAGE (recipe $want; built one: ${have:-none})"
+        local start=$SECONDS
+        build_standin_rootfs "$dir"
+        import_rootfs "$dir" "$STANDIN_ROOTFS_IMAGE" "$want" 'CMD ["/bin/sh"]'
+        rm -rf "$dir"
+        log "$STANDIN_ROOTFS_IMAGE built in $((SECONDS - start)) s"
+    else
+        log "$STANDIN_ROOTFS_IMAGE is up to date (recipe $want)"
+    fi
+    for tag in "${STANDIN_TAGS[@]}"; do
+        docker build --quiet --build-arg "ROOTFS_IMAGE=$STANDIN_ROOTFS_IMAGE" --build-arg "STANDIN_VERSION=$tag" \
+            -t "$REGISTRY_LOCAL/$STANDIN_REPO:$tag" "$INFRA_SRC/standin" >/dev/null
+        log "built $REGISTRY_LOCAL/$STANDIN_REPO:$tag ($(docker image inspect -f '{{.Id}}' "$REGISTRY_LOCAL/$STANDIN_REPO:$tag" | cut -c8-19))"
+    done
+}
+
+push() {
+    http_ok "http://127.0.0.1:$REGISTRY_PORT/v2/" || die "no registry at localhost:$REGISTRY_PORT (tests/infra/registry.sh start)"
+    local tag
+    for tag in "${STANDIN_TAGS[@]}"; do
+        docker push --quiet "$REGISTRY_LOCAL/$STANDIN_REPO:$tag" >/dev/null
+        log "pushed $REGISTRY_LOCAL/$STANDIN_REPO:$tag (test hosts pull $REGISTRY_FROM_HOSTS/$STANDIN_REPO:$tag)"
+    done
+}
+
+status() {
+    local image
+    for image in "$BASE_IMAGE" "$STANDIN_ROOTFS_IMAGE"; do
+        printf '%-32s %s\n' "$image" "$(image_hash "$image" | sed 's/^$/missing/')"
+    done
+    for tag in "${STANDIN_TAGS[@]}"; do
+        printf '%-32s %s\n' "$REGISTRY_LOCAL/$STANDIN_REPO:$tag" \
+            "$(docker image inspect -f '{{.Id}}' "$REGISTRY_LOCAL/$STANDIN_REPO:$tag" 2>/dev/null | cut -c8-19 | sed 's/^$/missing/')"
+    done
+}
+
+case "${1:-}" in
+    build)
+        [ "$(id -u)" -eq 0 ] || die "debootstrap and chroot need root"
+        build_base
+        build_standin
+        ;;
+    push) push ;;
+    status) status ;;
+    *) echo "usage: $0 build|push|status" >&2; exit 2 ;;
+esac
