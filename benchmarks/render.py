@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/env python
 """Benchmark: render a generated 64-host fleet and a 1-host one; print both wall times.
 
     .venv/bin/python benchmarks/render.py [--repeat 3] [--keep DIR]
@@ -78,8 +78,8 @@ def fleet_64() -> dict:
     plain("dep", 8, dict(SEED, strategy="multi_node_dep"))
     plain("tep", 8, dict(SEED, strategy="multi_node_tep"))
     plain("tp", 8, dict(SEED, strategy="multi_node_tp"))
-    pd("pddep", 4, 3, dict(SEED, strategy="pd_cluster", pd={"prefill": {"parallelism": "dep"},
-                                                              "decode": {"parallelism": "dep"}}))
+    dep_pools = {"prefill": {"parallelism": "dep"}, "decode": {"parallelism": "dep"}}
+    pd("pddep", 4, 3, dict(SEED, strategy="pd_cluster", pd=dep_pools))
     pd("pdtp", 3, 4, dict(SEED, strategy="pd_cluster"))
     kv("kvc", 6, dict(SEED, strategy="single_node_tp", kv_offload="kv_store_centralized_mooncake",
                       kv_instances=6), store=True)
@@ -125,7 +125,7 @@ def flatten(doc: dict) -> tuple[dict, dict]:
 def time_core(doc: dict, repeat: int) -> tuple[float, int]:
     hostvars, groups = flatten(doc)
     times, files = [], 0
-    for _ in range(repeat):
+    for _run in range(repeat):
         start = time.perf_counter()
         fleet = _placement.build_plan(hostvars, groups, _placement.engine_factory())
         files = len(_render.render(fleet))
@@ -137,7 +137,7 @@ def time_playbook(inventory: Path, out: Path, repeat: int) -> float:
     env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(COLLECTIONS), ANSIBLE_NOCOLOR="1")
     binary = Path(sys.executable).parent / "ansible-playbook"
     times = []
-    for _ in range(repeat):
+    for _run in range(repeat):
         start = time.perf_counter()
         subprocess.run([str(binary), "-i", str(inventory), str(ROOT / "playbooks" / "render.yml"),
                         "-e", f"vllm_render_dir={out}"], check=True, env=env, capture_output=True)

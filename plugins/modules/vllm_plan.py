@@ -24,7 +24,7 @@ description:
     rewritten.
 version_added: 0.1.0
 author:
-  - vllm_fleet maintainers
+  - vllm_fleet maintainers (@vllm-fleet)
 options:
   dest:
     description:
@@ -61,22 +61,29 @@ options:
 attributes:
   check_mode:
     support: full
-    description: In check mode nothing is written; RV(changed) says whether files would change.
+    description: In check mode nothing is written; C(changed) says whether files would change.
   diff_mode:
     support: none
+    description: No diff is shown; review C(PLAN.md) or compare the render directory.
   action:
     support: full
+    description: Runs as an action plugin on the controller.
   async:
     support: none
+    description: Runs synchronously on the controller.
   become:
     support: none
+    description: Writes with the controller user's permissions.
   connection:
     support: none
+    description: Never connects to the inventory hosts.
   delegation:
     support: none
     description: Always runs on the controller.
   platform:
-    platforms: all
+    support: full
+    platforms: posix
+    description: Any POSIX controller.
 seealso:
   - name: Fleet plan reference
     description: Every C(vllm_deployment) key and host variable.

@@ -111,7 +111,7 @@ def engine_error(decl: DeclaredDeployment, exc: Exception) -> PlacementError:
         fix = f"fix the recipe file {key} or point vllm_deployment.recipe elsewhere"
         value: Any = decl.spec.recipe
     else:
-        fix = f"change {key.split('[')[0]} in the vllm_deployment of group {decl.group!r}"
+        fix = f"change {key.split('[', maxsplit=1)[0]} in the vllm_deployment of group {decl.group!r}"
         value = getattr(exc, "value", None)
     has_value = bool(getattr(exc, "has_value", True)) or loaded_path
     return PlacementError(where, value=value, expected=expected, fix=fix, has_value=has_value,
@@ -1062,7 +1062,7 @@ class _DeploymentPlacer:
                 raise self.error("strategy", self.spec.strategy,
                                  f"no {role} hosts outside pd_cluster",
                                  f"remove the {role} role from {roles[role]}")
-        engine_hosts = [h for h in gpu_hosts]
+        engine_hosts = list(gpu_hosts)
         if not engine_hosts:
             raise self.error("group", self.decl.group, "at least one engine host",
                              "add GPU hosts to the group")
