@@ -95,7 +95,12 @@ def visible_devices_var(vendor: str) -> Optional[str]:
 
 def vendor_flags(vendor: str, *, gpu_runtime: str = "nvidia", host_gpus: Sequence[int] = (),
                  multi_node: bool = False) -> list[str]:
-    """Hardened device flags for one vendor (no ``--privileged``)."""
+    """Hardened device flags for one vendor (no ``--privileged``).
+
+    ``gpu_runtime="none"`` drops the device flags (test hosts without accelerators).
+    """
+    if gpu_runtime == "none":
+        return ["--ipc=host"]
     if vendor == "nvidia":
         gpu = ["--device", "nvidia.com/gpu=all"] if gpu_runtime == "cdi" else ["--gpus", "all"]
         return gpu + ["--ipc=host"]

@@ -197,7 +197,9 @@ class DeploymentSpec(_Strict):
     ports: PortsSpec = PortsSpec()
     image: Optional[str] = None
     container_profile: Literal["hardened", "upstream"] = "hardened"
-    gpu_runtime: Literal["nvidia", "cdi"] = "nvidia"
+    #: ``nvidia``: ``--gpus all``; ``cdi``: ``--device nvidia.com/gpu=all``; ``none``: no
+    #: accelerator flags at all (CPU-only test hosts running a stand-in engine image).
+    gpu_runtime: Literal["nvidia", "cdi", "none"] = "nvidia"
     rdma: bool = False
     #: Extra docker flags inserted before the image (hardened profile only).
     container_args: list[str] = []

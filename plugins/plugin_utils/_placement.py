@@ -1257,6 +1257,30 @@ def _finish_env(plan: DeploymentPlan, host_gpus: Sequence[int], proc: Process) -
         proc.env[var] = physical
 
 
+#: First internal port (VLLM_PORT) handed to the n-th host-network engine of a shared host.
+VLLM_PORT_BASE = 25000
+VLLM_PORT_STRIDE = 100
+
+
+def _spread_internal_ports(fleet: FleetPlan) -> None:
+    """Give each host-network engine on a shared host its own ``VLLM_PORT`` base.
+
+    vLLM picks its internal ports from ``VLLM_PORT`` upwards (random free ports
+    when unset); two instances on one host network can race for the same ones
+    (EADDRINUSE). A value set by the recipe or ``extra_env`` is kept.
+    """
+    by_host: dict[str, list[Process]] = {}
+    for plan in fleet.deployments:
+        for proc in plan.processes:
+            if proc.kind == "engine" and proc.network_host:
+                by_host.setdefault(proc.host, []).append(proc)
+    for procs in by_host.values():
+        if len(procs) < 2:
+            continue
+        for index, proc in enumerate(sorted(procs, key=lambda p: (p.deployment, p.unit))):
+            proc.env.setdefault("VLLM_PORT", str(VLLM_PORT_BASE + VLLM_PORT_STRIDE * index))
+
+
 def _check_ports(fleet: FleetPlan) -> None:
     seen: dict[tuple[str, int], Process] = {}
     for plan in fleet.deployments:
@@ -1354,6 +1378,7 @@ def build_plan(hostvars: Mapping[str, Mapping[str, Any]], groups: Mapping[str, S
             if proc.kind == "engine":
                 _finish_env(plan, fleet.hosts[proc.host].gpus or (), proc)
                 _exec_argv(plan, fleet, proc)
+    _spread_internal_ports(fleet)
     _check_ports(fleet)
     for plan in plans:
         plan.processes.sort(key=lambda p: (p.start_order, p.pool or "", p.rank or 0, p.unit))

@@ -270,6 +270,8 @@ def test_pd_colocated_pair_splits_one_node(corpus):
     assert pre.env["CUDA_VISIBLE_DEVICES"] == case["prefill"]["env"]["CUDA_VISIBLE_DEVICES"]
     assert dec.env["CUDA_VISIBLE_DEVICES"] == case["decode"]["env"]["CUDA_VISIBLE_DEVICES"]
     assert not set(pre.gpus) & set(dec.gpus)
+    # two vLLMs on one host network: distinct internal port bases (EADDRINUSE otherwise)
+    assert pre.env["VLLM_PORT"] != dec.env["VLLM_PORT"]
     assert {p.number for p in pre.ports} == {8001, 5557}
     assert {p.number for p in dec.ports} == {8002, 5558}
     assert pre.env["VLLM_NIXL_SIDE_CHANNEL_HOST"] == addr(0)
@@ -409,6 +411,17 @@ def test_two_deployments_share_a_host_with_distinct_gpus_and_ports(corpus):
     assert b.argv[-2:] == ["--port", "8100"] and ["-p", "8100:8100"] == \
         b.exec_argv[b.exec_argv.index("-p"):b.exec_argv.index("-p") + 2]
     assert fleet.gpu_assignment == {"box": {"a": [0], "b": [1]}}
+    assert "VLLM_PORT" not in a.env  # bridge networking isolates internal ports
+
+
+def test_gpu_runtime_none_drops_device_flags(corpus):
+    engine = engine_for(corpus, hf_id="LiquidAI/LFM2.5-1.2B-Base", strategy="single_node_tp",
+                        hardware="h200", features=[], kv_offload=None)
+    fleet = place(engine, {"recipe": "lfm", "strategy": "single_node_tp", "hardware": "h200",
+                           "gpu_runtime": "none", "image": "registry.test:5000/vllm-standin:1"}, ["a"])
+    (proc,) = by_unit(fleet).values()
+    assert "--gpus" not in proc.exec_argv and "--device" not in proc.exec_argv
+    assert "registry.test:5000/vllm-standin:1" in proc.exec_argv
 
 
 def test_explicit_per_deployment_gpus(corpus):
