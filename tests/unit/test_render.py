@@ -415,3 +415,34 @@ def test_render_playbook_prunes_files_of_a_removed_deployment(tmp_path):
     result = run_render(inventory, out)
     assert result.returncode == 0, result.stdout
     assert not (out / "glm-tp-pp").exists() and (out / "renamed" / "h200-c").is_dir()
+
+
+@pytest.mark.parametrize("name, selection, names", [
+    ("single_node_tp", {"strategy": "single_node_tp"}, {"vllm-glm-single": "serve"}),
+    ("multi_node_tp_pp", {"strategy": "multi_node_tp_pp", "node_count": 2},
+     {"vllm-glm-tp-pp-rank0": "head", "vllm-glm-tp-pp-rank1": "worker-1"}),
+    ("pd_cluster", {"strategy": "pd_cluster", "pd_nodes": {"prefill": {"nodes": 1}, "decode": {"nodes": 1}}},
+     {"vllm-glm-pd-prefill-0": "prefill-0", "vllm-glm-pd-decode-0": "decode-0", "vllm-glm-pd-router": "router"}),
+])
+def test_demo_plans_are_the_recipes_own_argv_with_placeholders_filled(name, selection, names):
+    """Each demo process runs exactly the engine's argv for its rank, placeholders filled."""
+    from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils import _catalog, _engine, _loader
+
+    catalog = _catalog.load_catalog()
+    recipe = _loader.load_recipe_from_tree(REPO / "recipes", "zai-org/GLM-5.3-Flash", catalog=catalog)
+    resolution = _engine.resolve(recipe, dict(selection, hardware="h200"), catalog)
+    engine = {p.name: p for p in resolution.processes}
+    hostvars, _groups = inventory_vars(EXAMPLES / name / "inventory.yml")
+    fleet = example_fleet(name)
+    procs = {p.unit: p for d in fleet.deployments for p in d.processes}
+    assert set(procs) == set(names)
+    address = {h: v["ansible_host"] for h, v in hostvars.items()}
+    ranks = {}
+    for unit, proc_name in names.items():
+        if proc_name in ("serve", "head", "prefill-0"):
+            ranks["HEAD_IP"] = ranks["PREFILL_NODE_1"] = address[procs[unit].host]
+        if proc_name == "decode-0":
+            ranks["DECODE_NODE_1"] = address[procs[unit].host]
+    mapping = {**ranks, "IFACE_NAME": "ens5", "ROUTER_HOST": "0.0.0.0", "ROUTER_PORT": "30000"}
+    for unit, proc_name in names.items():
+        assert procs[unit].argv == P.fill_placeholders(list(engine[proc_name].argv), mapping), unit
