@@ -36,6 +36,7 @@ from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._errors import 
     RecipeLoadError,
     SchemaError,
 )
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._selection import recommend_among
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._schema import (
     KV_STORE_DEPLOY_TYPE,
     validate_published_recipe,
@@ -180,30 +181,13 @@ def _hf_id_from_path(path: Path) -> str:
     return _check_hf_id(f"{path.parent.name}/{stem}", str(path))
 
 
-def _recommend(compatible: Sequence[str], default: str | None, node_count: int) -> str:
-    """The strategy the recipes site recommends for a compatible list."""
-    if default and default in compatible:
-        if node_count <= 1 or not default.startswith("single_node_"):
-            return default
-        sibling = "multi_node_" + default[len("single_node_"):]
-        if sibling in compatible:
-            return sibling
-    if node_count > 1:
-        for name in ("multi_node_tp", "multi_node_dep", "multi_node_tep"):
-            if name in compatible:
-                return name
-    if "single_node_tp" in compatible:
-        return "single_node_tp"
-    return compatible[0] if compatible else "single_node_tp"
-
-
 def _default_strategy_for(compatible: Sequence[str], wanted: str, node_count: int) -> str | None:
-    """The least ``default_strategy`` that makes ``_recommend`` give ``wanted``."""
-    if _recommend(compatible, None, node_count) == wanted:
+    """The least ``default_strategy`` that makes the recommendation come out as ``wanted``."""
+    if recommend_among(list(compatible), None, node_count) == wanted:
         return None
     if wanted.startswith("multi_node_"):
         sibling = "single_node_" + wanted[len("multi_node_"):]
-        if sibling in compatible and _recommend(compatible, sibling, node_count) == wanted:
+        if sibling in compatible and recommend_among(list(compatible), sibling, node_count) == wanted:
             return sibling
     return wanted
 

@@ -209,8 +209,11 @@ def published_hardware(recipe: Mapping, variant_key: str, profiles: Mapping[str,
 
 def recommend_strategy(recipe: Mapping, node_count: int = 1) -> str:
     """TP first; a recipe's ``default_strategy`` wins (its multi-node sibling past one node)."""
-    compatible = effective_compatible_strategies(recipe)
-    explicit = get(recipe, "default_strategy")
+    return recommend_among(effective_compatible_strategies(recipe), get(recipe, "default_strategy"), node_count)
+
+
+def recommend_among(compatible: list, explicit: Optional[str], node_count: int = 1) -> str:
+    """The recommended strategy out of ``compatible``, given a recipe's ``default_strategy``."""
     if explicit and explicit in compatible:
         if node_count > 1 and explicit.startswith("single_node_"):
             sibling = "multi_node_" + explicit[len("single_node_"):]

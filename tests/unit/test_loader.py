@@ -25,10 +25,10 @@ from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._errors import 
     RecipeLoadError,
     SchemaError,
 )
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._selection import recommend_among  # noqa: E402
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._loader import (  # noqa: E402
     LoadedRecipe,
     RecipeCacheWarning,
-    _recommend,
     from_published,
     load_recipe,
     load_recipe_from_tree,
@@ -247,7 +247,7 @@ def test_published_conversion_rebuilds_strategies(doc: dict[str, Any], compatibl
     assert data["compatible_strategies"] == compatible
     assert data.get("default_strategy") == default
     rec = doc["recommended_command"]
-    assert _recommend(compatible, default, rec["node_count"]) == rec["strategy"]
+    assert recommend_among(compatible, default, rec["node_count"]) == rec["strategy"]
     assert published["recommended_command"] is rec
     assert list(data)[:4] == ["model", "variants", "compatible_strategies", *(["default_strategy"] if default else
                                                                               ["strategy_overrides"])]
@@ -267,7 +267,7 @@ def test_published_round_trip_keeps_strategy_semantics(path: Path) -> None:
     load it back: same compatible set, same recommended strategy."""
     source = _yaml(path)
     compatible = source["compatible_strategies"]
-    recommended = _recommend(compatible, source.get("default_strategy"), 1)
+    recommended = recommend_among(compatible, source.get("default_strategy"), 1)
     alternatives = [s for s in compatible if s != recommended] + list(KV_STORES)
     doc = {k: v for k, v in source.items()
            if k not in ("compatible_strategies", "default_strategy", "strategy_overrides")}
@@ -280,7 +280,7 @@ def test_published_round_trip_keeps_strategy_semantics(path: Path) -> None:
         assert data["compatible_strategies"] == [recommended]
         return
     assert sorted(data["compatible_strategies"]) == sorted(compatible)
-    assert _recommend(data["compatible_strategies"], data.get("default_strategy"), 1) == recommended
+    assert recommend_among(data["compatible_strategies"], data.get("default_strategy"), 1) == recommended
 
 
 # --------------------------------------------------------------------------
