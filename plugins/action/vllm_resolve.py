@@ -13,7 +13,7 @@ try:
     from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._catalog import load_catalog
     from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._engine import resolve
     from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._errors import RecipeError
-    from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._loader import load_recipe
+    from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._loader import load_recipe_ref
 except ImportError as exc:  # pydantic and PyYAML come from requirements.txt
     ENGINE_IMPORT_ERROR: Optional[ImportError] = exc
 else:
@@ -40,7 +40,7 @@ class ActionModule(ActionBase):
             raise AnsibleActionFail(f"vllm_fleet.recipes needs its Python requirements: {ENGINE_IMPORT_ERROR}")
         try:
             catalog = load_catalog(args["catalog_dir"]) if args["catalog_dir"] else load_catalog()
-            recipe = load_recipe(args["recipe"], catalog=catalog, cache_dir=args["cache_dir"])
+            recipe = load_recipe_ref(args["recipe"], catalog=catalog, cache_dir=args["cache_dir"])
             resolution = resolve(recipe, args["selection"], catalog, strict=args["strict"])
         except RecipeError as exc:
             raise AnsibleActionFail(str(exc)) from exc

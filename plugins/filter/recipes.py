@@ -15,7 +15,7 @@ try:
     from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._catalog import load_catalog
     from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._engine import resolve
     from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._errors import RecipeError
-    from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._loader import LoadedRecipe, load_recipe
+    from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._loader import LoadedRecipe, load_recipe_ref
     from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._selection import default_selection as _default
 except ImportError as exc:  # pydantic and PyYAML come from requirements.txt
     ENGINE_IMPORT_ERROR: Optional[ImportError] = exc
@@ -37,7 +37,7 @@ def _recipe(source: Any, catalog_dir: Optional[str]) -> tuple[Any, Any]:
     if not isinstance(source, str):
         raise AnsibleFilterError(f"recipe: got {source!r} ({type(source).__name__}); "
                                  "expected a path, an http(s) URL or a recipe mapping")
-    return load_recipe(source, catalog=catalog), catalog
+    return load_recipe_ref(source, catalog=catalog), catalog
 
 
 def resolve_filter(recipe: Any, selection: Optional[Mapping[str, Any]] = None, catalog_dir: Optional[str] = None,

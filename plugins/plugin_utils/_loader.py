@@ -35,6 +35,7 @@ import yaml
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._errors import (
     RecipeLoadError,
     SchemaError,
+    SelectionError,
 )
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._selection import recommend_among
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._schema import (
@@ -315,6 +316,38 @@ def load_recipe(
     if path.suffix.lower() == ".json":
         return _from_document(doc, str(path), hf_id, catalog)
     return _from_document(doc, str(path), hf_id or _hf_id_from_path(path), catalog)
+
+
+SHIPPED_RECIPES = Path(__file__).resolve().parents[2] / "recipes"
+
+
+def load_recipe_ref(ref: str, *, catalog: Catalog | None = None, recipe_dirs: Sequence[PathLike] = (),
+                    base_dir: PathLike | None = None, cache_dir: PathLike | None = None) -> LoadedRecipe:
+    """Load a recipe named the way users name one: ``org/name``, a file path or a URL.
+
+    An ``org/name`` id is looked up as ``models/<org>/<name>.yaml`` under each
+    of ``recipe_dirs`` (a recipes tree, or a ``models`` folder itself), then in
+    the recipes this collection ships. Relative paths and dirs are taken from
+    ``base_dir`` when given.
+    """
+    if re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", ref):
+        return load_recipe(ref, catalog=catalog, cache_dir=cache_dir)
+    if ref.startswith(("/", "./", "../", "~")) or ref.endswith((".yaml", ".yml", ".json")):
+        path = Path(ref).expanduser()
+        if not path.is_absolute() and base_dir:
+            path = Path(base_dir) / path
+        return load_recipe(path, catalog=catalog)
+    searched = [Path(base_dir) / d if base_dir and not Path(d).is_absolute() else Path(d) for d in recipe_dirs]
+    searched.append(SHIPPED_RECIPES)
+    for root in searched:
+        if (root / "models" / f"{ref}.yaml").is_file():
+            return load_recipe_from_tree(root, ref, catalog=catalog)
+        if (root / f"{ref}.yaml").is_file():  # a models/ folder itself
+            return load_recipe(root / f"{ref}.yaml", hf_id=ref, catalog=catalog)
+    raise SelectionError("recipe", value=ref,
+                         expected="a recipe id (org/name) found under " + ", ".join(str(p) for p in searched)
+                         + ", a recipe file path or an http(s) URL",
+                         reason="fix: check the spelling, or add the recipes tree to vllm_recipe_dirs")
 
 
 def load_recipe_from_tree(root: PathLike, hf_id: str, *, catalog: Catalog | None = None) -> LoadedRecipe:

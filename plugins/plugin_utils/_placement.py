@@ -1471,7 +1471,6 @@ def plan_to_dict(fleet: FleetPlan) -> dict[str, Any]:
 # Engine adapter: _engine.resolve(recipe, selection, catalog) -> the view placement reads
 # --------------------------------------------------------------------------------------
 
-_URL_RE = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 
 
 def _docker_entry(proc: Any) -> dict[str, Any]:
@@ -1527,37 +1526,6 @@ def resolution_view(res: Any, overrides: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def load_recipe_ref(ref: str, *, catalog: Any = None, recipe_dirs: Sequence[str] = (),
-                    base_dir: Optional[str] = None, cache_dir: Optional[str] = None) -> Any:
-    """Load ``vllm_deployment.recipe``: an ``org/name`` id, a file path or a URL."""
-    import os
-
-    from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils import _loader
-    from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._errors import SelectionError
-
-    if _URL_RE.match(ref):
-        return _loader.load_recipe(ref, catalog=catalog, cache_dir=cache_dir)
-    looks_like_path = ref.startswith(("/", "./", "../", "~")) or ref.endswith((".yaml", ".yml", ".json"))
-    if looks_like_path:
-        path = os.path.expanduser(ref)
-        if not os.path.isabs(path) and base_dir:
-            path = os.path.join(base_dir, path)
-        return _loader.load_recipe(path, catalog=catalog)
-    shipped = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
-                           "recipes")
-    searched = [*recipe_dirs, shipped]
-    for root in searched:
-        root = os.path.join(base_dir, root) if base_dir and not os.path.isabs(root) else root
-        if os.path.isfile(os.path.join(root, "models", f"{ref}.yaml")):
-            return _loader.load_recipe_from_tree(root, ref, catalog=catalog)
-        if os.path.isfile(os.path.join(root, f"{ref}.yaml")):  # a models/ folder itself
-            return _loader.load_recipe(os.path.join(root, f"{ref}.yaml"), hf_id=ref, catalog=catalog)
-    raise SelectionError("recipe", value=ref,
-                         expected="a recipe id (org/name) found under " + ", ".join(searched)
-                                  + ", a recipe file path or an http(s) URL",
-                         reason="fix: check the spelling, or add the recipes tree to vllm_recipe_dirs")
-
-
 def engine_factory(*, catalog: Any = None, recipe_dirs: Sequence[str] = (), base_dir: Optional[str] = None,
                    cache_dir: Optional[str] = None) -> EngineFactory:
     """A factory binding the collection's recipe engine (``_engine.resolve``) to deployments.
@@ -1565,7 +1533,7 @@ def engine_factory(*, catalog: Any = None, recipe_dirs: Sequence[str] = (), base
     ``vllm_deployment.resolution_file`` short-circuits the engine with pinned
     resolutions (:class:`RecordedResolver`).
     """
-    from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils import _catalog, _engine
+    from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils import _catalog, _engine, _loader
 
     cat = catalog or _catalog.load_catalog()
 
@@ -1588,7 +1556,7 @@ def engine_factory(*, catalog: Any = None, recipe_dirs: Sequence[str] = (), base
             return BoundEngine(resolve=RecordedResolver(records, source=path),
                                hardware_profile=profiles.get(spec.hardware or ""),
                                hardware_id=spec.hardware, selection=spec.selection())
-        recipe = load_recipe_ref(spec.recipe, catalog=cat, recipe_dirs=recipe_dirs, base_dir=base_dir,
+        recipe = _loader.load_recipe_ref(spec.recipe, catalog=cat, recipe_dirs=recipe_dirs, base_dir=base_dir,
                                  cache_dir=cache_dir)
         base = spec.selection()
         cache: dict[str, Any] = {}

@@ -63,3 +63,14 @@ def test_action_fails_with_named_key(repo_root, tmp_path, selection, message):
 """)
     assert proc.returncode != 0
     assert message in proc.stdout
+
+
+def test_filter_takes_a_shipped_recipe_id(repo_root, tmp_path):
+    out = tmp_path / "sel.json"
+    proc = run_playbook(repo_root, tmp_path, f"""
+    - ansible.builtin.copy:
+        dest: "{out}"
+        content: "{{{{ 'zai-org/GLM-5.3-Flash' | vllm_fleet.recipes.default_selection(hardware='mi355x') | to_json }}}}"
+""")
+    assert proc.returncode == 0, proc.stdout
+    assert json.loads(out.read_text())["hardware"] == "mi355x"
