@@ -16,6 +16,9 @@ TEST_NETWORK=${VLLM_FLEET_TEST_NETWORK:-vllm-fleet-test}
 TEST_SUBNET=172.30.99.0/24
 TEST_GATEWAY=172.30.99.1
 REGISTRY_PORT=5000
+# The Hugging Face Hub stand-in (tests/infra/hub_standin.py), HF_ENDPOINT for test hosts.
+HUB_PORT=5080
+HUB_FROM_HOSTS=http://$TEST_GATEWAY:$HUB_PORT
 # The registry as seen from this machine and from inside a test host.
 REGISTRY_LOCAL=localhost:$REGISTRY_PORT
 REGISTRY_FROM_HOSTS=$TEST_GATEWAY:$REGISTRY_PORT
@@ -63,17 +66,63 @@ pid_alive() {
 stop_pidfile() {
     local pidfile=$1 name=$2 pid
     if ! pid_alive "$pidfile"; then
-        log "$name: not started by these scripts (no live pid in $pidfile)"
+        log "$name was not started by tests/infra (no live pid in $pidfile): left alone"
         rm -f "$pidfile"
         return 0
     fi
     pid=$(cat "$pidfile")
-    log "$name: stopping pid $pid"
+    log "stopping $name (pid $pid)"
     kill "$pid"
     if ! wait_for 30 "$name (pid $pid) to exit" bash -c "! kill -0 $pid"; then
         kill -9 "$pid" 2>/dev/null || true
     fi
     rm -f "$pidfile"
+}
+
+# start_daemon NAME PIDFILE LOGFILE TIMEOUT CHECK CMD...: run CMD in the background in
+# its own session (so ^C on a make target leaves it running), record its pid in
+# PIDFILE, and wait up to TIMEOUT seconds for the command CHECK to succeed. On
+# timeout, print the end of LOGFILE, stop CMD and return 1.
+start_daemon() {
+    local name=$1 pidfile=$2 logfile=$3 timeout=$4 check=$5
+    shift 5
+    log "starting $name (log: $logfile)"
+    setsid nohup "$@" >"$logfile" 2>&1 </dev/null &
+    echo $! >"$pidfile"
+    if ! wait_for "$timeout" "$name to answer" "$check"; then
+        echo "--- last lines of $logfile:" >&2
+        tail -n 40 "$logfile" >&2 || true
+        stop_pidfile "$pidfile" "$name" || true
+        return 1
+    fi
+    log "started $name, pid $(cat "$pidfile")"
+}
+
+# daemon_main NAME PIDFILE CHECK START_FUNCTION ACTION: the start|stop|status|pid
+# command line shared by dockerd.sh, registry.sh and hub.sh. Only a daemon these
+# scripts started (a live pid in PIDFILE) is ever stopped.
+daemon_main() {
+    local name=$1 pidfile=$2 check=$3 start_fn=$4
+    case "${5:-}" in
+        start)
+            if "$check"; then
+                log "already running$(pid_alive "$pidfile" && echo " (pid $(cat "$pidfile"))")"
+            else
+                "$start_fn"
+            fi
+            ;;
+        stop) stop_pidfile "$pidfile" "$name" ;;
+        status)
+            if "$check"; then
+                log "running$(pid_alive "$pidfile" && echo " (pid $(cat "$pidfile"), started by tests/infra)")"
+            else
+                log "not running"
+                return 1
+            fi
+            ;;
+        pid) if pid_alive "$pidfile"; then cat "$pidfile"; fi ;;
+        *) echo "usage: $0 start|stop|status|pid" >&2; return 2 ;;
+    esac
 }
 
 # apt_ensure CMD PACKAGE...: install PACKAGE... unless CMD is already on PATH.

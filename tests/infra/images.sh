@@ -163,8 +163,11 @@ build_standin() {
         log "$STANDIN_ROOTFS_IMAGE is up to date (recipe $want)"
     fi
     for tag in "${STANDIN_TAGS[@]}"; do
-        docker build --quiet --build-arg "ROOTFS_IMAGE=$STANDIN_ROOTFS_IMAGE" --build-arg "STANDIN_VERSION=$tag" \
-            -t "$REGISTRY_LOCAL/$STANDIN_REPO:$tag" "$INFRA_SRC/standin" >/dev/null
+        if ! docker build --build-arg "ROOTFS_IMAGE=$STANDIN_ROOTFS_IMAGE" --build-arg "STANDIN_VERSION=$tag" \
+                -t "$REGISTRY_LOCAL/$STANDIN_REPO:$tag" "$INFRA_SRC/standin" >"$INFRA_DIR/build-standin-$tag.log" 2>&1; then
+            tail -n 30 "$INFRA_DIR/build-standin-$tag.log" >&2
+            die "docker build of $REGISTRY_LOCAL/$STANDIN_REPO:$tag failed"
+        fi
         log "built $REGISTRY_LOCAL/$STANDIN_REPO:$tag ($(docker image inspect -f '{{.Id}}' "$REGISTRY_LOCAL/$STANDIN_REPO:$tag" | cut -c8-19))"
     done
 }
