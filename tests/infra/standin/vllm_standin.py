@@ -281,7 +281,8 @@ class Handler(BaseHTTPRequestHandler):
             return
         if path == "/standin/stats":
             with engine.lock:
-                self.send_json(200, dict(engine.stats, version=engine.version))
+                snapshot = json.loads(json.dumps(dict(engine.stats, version=engine.version)))
+            self.send_json(200, snapshot)
             return
         if self.api_disabled() or not self.authorized():
             return
@@ -334,7 +335,8 @@ class Handler(BaseHTTPRequestHandler):
             self.error(404, "The model `%s` does not exist." % model, "NotFoundError")
             return
         try:
-            max_tokens = int(body.get("max_tokens") or body.get("max_completion_tokens") or 16)
+            max_tokens = next((body[k] for k in ("max_tokens", "max_completion_tokens") if body.get(k) is not None), 16)
+            max_tokens = int(max_tokens)
         except (TypeError, ValueError):
             self.error(400, "max_tokens must be an integer, got %r" % body.get("max_tokens"))
             return
