@@ -296,32 +296,38 @@ def follower_ranks(nodes: Any) -> list[int]:
 # --------------------------------------------------------------------------
 
 def dedupe_flags(args: list[Any]) -> list[Any]:
-    """Keep the last occurrence of every flag (with its value), like a shell would."""
-    units: list[tuple[Any, tuple]] = []
+    """Keep the last occurrence of every flag (with its value), like a shell would.
+
+    A flag takes the next token as its value unless that token is a flag too.
+    """
+    units: list[tuple[Any, int, int]] = []  # (flag or None, start, end)
+    seen: set[str] = set()
+    repeated = False
     count = len(args)
     i = 0
     while i < count:
         current = args[i]
         if isinstance(current, str) and current[:1] == "-":
-            if i + 1 < count:
-                nxt = args[i + 1]
+            end = i + 1
+            if end < count:
+                nxt = args[end]
                 if not (isinstance(nxt, str) and nxt[:1] == "-"):
-                    units.append((current, (current, nxt)))
-                    i += 2
-                    continue
-            units.append((current, (current,)))
+                    end += 1
+            repeated = repeated or current in seen
+            seen.add(current)
+            units.append((current, i, end))
+            i = end
         else:
-            units.append((None, (current,)))
-        i += 1
-    seen: set[str] = set()
-    kept: list[tuple] = []
-    for flag, tokens in reversed(units):
-        if flag is None:
-            kept.append(tokens)
-        elif flag not in seen:
-            seen.add(flag)
-            kept.append(tokens)
-    return [token for tokens in reversed(kept) for token in tokens]
+            units.append((None, i, i + 1))
+            i += 1
+    if not repeated:
+        return list(args)
+    last = {flag: index for index, (flag, _start, _end) in enumerate(units) if flag is not None}
+    out: list[Any] = []
+    for index, (flag, start, end) in enumerate(units):
+        if flag is None or last[flag] == index:
+            out.extend(args[start:end])
+    return out
 
 
 @lru_cache(maxsize=16384)
@@ -401,6 +407,7 @@ class _Synthesis:
         self.feature_modes = feature_modes
         self.advanced_args = advanced_args
         self.pd_nodes = pd_nodes
+        self.is_multi = self.deploy_type == "multi_node" and to_number(node_count) > 1
 
         store = get(strategies, kv_offload) if truthy(kv_offload) and _hashable(kv_offload) else None
         self.kv_store = store if get(store, "deploy_type") == "kv_store_lb" else None
@@ -426,9 +433,6 @@ class _Synthesis:
         self._features: Optional[list[dict]] = None
 
     # ---------------------------------------------------------------- helpers
-
-    def _is_multi(self) -> bool:
-        return self.deploy_type == "multi_node" and to_number(self.node_count) > 1
 
     def _master_addr(self) -> str:
         if self.kv_composing and to_number(self.kv_instance_count) > 1:
@@ -456,13 +460,14 @@ class _Synthesis:
         strategy = self.strategy
         args: list[Any] = list(self._model_and_variant_args)
         if self.deploy_type != "pd_cluster":
-            args += items(first(get(strategy, "vllm_args"), None))
+            args += self._strategy_args
         elif role and truthy(get(get(strategy, role), "vllm_args")):
             args += items(get(get(strategy, role), "vllm_args"))
         args += self._parallel_args(role, node_role, node_rank)
-        overrides = self.overrides
-        if truthy(overrides):
-            block = get(overrides, role) if role else overrides
+        if role is None:
+            args += self._override_args
+        elif truthy(self.overrides):
+            block = get(self.overrides, role)
             args += items(first(get(block, "extra_args"), None))
             args += items(first(get(block, "vllm_args"), None))
         args += self._hardware_args
@@ -536,21 +541,22 @@ class _Synthesis:
         }
 
     def _parallel_args(self, role: Optional[str], node_role: Optional[str], node_rank: Any) -> list[str]:
-        strategy = self.strategy
-        parallel_flag = first(get(strategy, "parallel_flag"), "--tensor-parallel-size")
+        parallel_flag = self._parallel_flag
+        if not self.is_multi and self.deploy_type != "pd_cluster":
+            return [parallel_flag, text(self.single_node_tp)]
         mp_rank = as_int_if_whole(js_max(1, node_rank)) if node_role == "worker" else 0
         master = self._master_addr()
         nodes = self.node_count
-        parallelism = get(strategy, "parallelism")
+        parallelism = self._parallelism
         out: list[str] = []
-        if self._is_multi() and parallel_flag == "--data-parallel-size":
+        if self.is_multi and parallel_flag == "--data-parallel-size":
             dp_local = self._dep_local_size()
             out += ["--data-parallel-size", number_text(self.total_gpus),
                     "--data-parallel-size-local", number_text(self.gpu_count),
                     "--data-parallel-address", master]
             if node_role == "worker":
                 out += ["--data-parallel-start-rank", number_text(as_int_if_whole(mp_rank * dp_local))]
-        elif self._is_multi() and parallelism == "tp_pp":
+        elif self.is_multi and parallelism == "tp_pp":
             out += ["--tensor-parallel-size", number_text(self.gpu_count),
                     "--pipeline-parallel-size", text(nodes),
                     "--nnodes", text(nodes),
@@ -558,14 +564,14 @@ class _Synthesis:
                     "--master-addr", master]
             if mp_rank > 0:
                 out.append("--headless")
-        elif self._is_multi() and parallelism == "tp_dp":
+        elif self.is_multi and parallelism == "tp_dp":
             out += ["--tensor-parallel-size", number_text(self.gpu_count),
                     "--data-parallel-size", text(nodes),
                     "--data-parallel-size-local", "1",
                     "--data-parallel-address", master]
             if node_role == "worker":
                 out += ["--data-parallel-start-rank", number_text(mp_rank)]
-        elif self._is_multi():
+        elif self.is_multi:
             out += ["--tensor-parallel-size", number_text(self.total_gpus),
                     "--nnodes", text(nodes),
                     "--node-rank", number_text(mp_rank),
@@ -611,7 +617,7 @@ class _Synthesis:
                      else as_int_if_whole(pool_nodes * self.gpu_count))
         parallelism = first(request.get("parallelism"), get(override_cfg, "parallelism"),
                             get(strategy_cfg, "parallelism"), "tp")
-        allowed = pd_pool_modes(self.recipe)
+        allowed = self._pool_modes
         if parallelism not in allowed:
             parallelism = allowed[0]
         upper = role.upper()
@@ -994,6 +1000,12 @@ def _compute_layout(recipe: Mapping, variant_key: Any, strategy_name: Any, hardw
         "_hardware_env": hardware_env,
         "_model_and_variant_env": static_env,
         "_default_frontend": resolve_frontend(recipe, None, profile, hardware_id, strategy_name),
+        "_strategy_args": items(first(get(strategy, "vllm_args"), None)),
+        "_override_args": (items(first(get(overrides, "extra_args"), None))
+                           + items(first(get(overrides, "vllm_args"), None))) if truthy(overrides) else [],
+        "_parallel_flag": first(get(strategy, "parallel_flag"), "--tensor-parallel-size"),
+        "_parallelism": get(strategy, "parallelism"),
+        "_pool_modes": pd_pool_modes(recipe) if get(strategy, "deploy_type") == "pd_cluster" else ["tp"],
     }
 
 
