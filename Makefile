@@ -209,3 +209,48 @@ clean: ## remove generated test output and the collection symlink tree
 
 distclean: clean ## also remove .venv and download caches
 	rm -rf $(VENV) .cache
+
+# --- integration infrastructure ---------------------------------------------
+# Molecule scenarios on local systemd test hosts (containers of
+# local/debian-systemd:12, each with its own dockerd), a local registry, the
+# engine and Hugging Face Hub stand-ins: docs/testing.md. Machine-wide state
+# (pids, logs, registry storage, package cache) lives in /var/tmp/vllm-fleet-infra.
+#
+#   make infra                       start dockerd, registry, Hub stand-in; build + push images (cached)
+#   make molecule SCENARIO=smoke     one scenario (MOLECULE_CMD=converge|verify|destroy|login ... too)
+#   make integration                 every scenario under tests/molecule/ (part of `make test`)
+#   make infra-down                  stop the daemons `make infra` started
+
+# molecule, molecule-plugins[docker], pytest-testinfra, vllm-router.
+REQS += requirements-integration.txt
+# The molecule playbooks are linted like playbooks/ and roles/.
+LINT_PATHS += $(wildcard tests/molecule)
+
+SCENARIO          ?= smoke
+MOLECULE_CMD      ?= test
+MOLECULE_SCENARIOS ?= $(sort $(patsubst tests/molecule/%/molecule.yml,%,$(wildcard tests/molecule/*/molecule.yml)))
+
+.PHONY: infra infra-down infra-status molecule integration
+
+infra: ## dockerd + local registry + Hub stand-in up; test images built and pushed (cached)
+	tests/infra/infra.sh up
+
+infra-down: ## stop the daemons `make infra` started (images and registry data stay)
+	tests/infra/infra.sh down
+
+infra-status: ## daemons of the test infrastructure and image recipe hashes
+	tests/infra/infra.sh status
+
+molecule: venv collections infra ## one scenario: make molecule SCENARIO=smoke [MOLECULE_CMD=test]
+	tests/infra/molecule.sh $(SCENARIO) $(MOLECULE_CMD)
+
+integration: venv collections infra ## `molecule test` of every scenario under tests/molecule/
+	@rc=0; failed=""; \
+	for s in $(MOLECULE_SCENARIOS); do \
+		tests/infra/molecule.sh $$s test || { rc=1; failed="$$failed $$s"; }; \
+	done; \
+	if [ $$rc -ne 0 ]; then echo "integration: FAILED scenarios:$$failed" >&2; else echo "integration: passed: $(MOLECULE_SCENARIOS)"; fi; \
+	exit $$rc
+
+# The README's test command covers the integration scenarios too.
+test: integration
