@@ -457,8 +457,8 @@ def main(argv: list[str] | None = None) -> int:
         threading.Timer(crash_after, crash).start()
     server = make_server(engine)
     engine.write_record()
-    log("version %s serving %s on http://%s:%d%s" % (engine.version, ",".join(engine.served_names), args.host, args.port,
-                                                   " (headless: /standin/* only)" if args.headless else ""))
+    mode = " (headless: /standin/* only)" if args.headless else ""
+    log("version %s serving %s on http://%s:%d%s" % (engine.version, ",".join(engine.served_names), args.host, args.port, mode))
     server.serve_forever()
     return 0
 
