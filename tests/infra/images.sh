@@ -92,7 +92,7 @@ import_rootfs() {
         changes+=(-c "$change")
     done
     tar --numeric-owner -C "$dir" -c . | docker import "${changes[@]}" - "$image" >/dev/null
-    log "imported $image ($(docker image inspect -f '{{.Size}}' "$image" | awk '{printf "%.0f MB", $1/1e6}'), recipe $hash"
+    log "imported $image ($(docker image inspect -f '{{.Size}}' "$image" | awk '{printf "%.0f MB", $1/1e6}'), recipe $hash)"
 }
 
 # --- local/debian-systemd:12 -------------------------------------------------
