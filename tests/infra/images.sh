@@ -37,8 +37,8 @@ MASKED_UNITS=(
     apt-daily.timer apt-daily-upgrade.timer dpkg-db-backup.timer e2scrub_all.timer e2scrub_reap.service fstrim.timer
 )
 
-# recipe_hash FUNCTION FILE...: hash of the function's source, the files (names and
-# contents) and the settings every recipe depends on.
+# recipe_hash FUNCTION FILE...: hash of the function's source, the files (names
+# relative to tests/infra, and contents) and the settings every recipe depends on.
 recipe_hash() {
     local fn=$1
     shift
@@ -47,7 +47,7 @@ recipe_hash() {
         echo "$DEBIAN_SUITE $DEBIAN_MIRROR $REGISTRY_FROM_HOSTS ${MASKED_UNITS[*]}"
         local f
         for f in "$@"; do
-            echo "== $f"
+            echo "== ${f#"$INFRA_SRC"/}"  # relative: every checkout of a recipe hashes the same
             cat "$f"
         done
     } | sha256sum | cut -c1-16
