@@ -34,7 +34,8 @@ MOLECULE=(molecule --base-config tests/molecule/shared/base.yml)
 # diagnose: what every test host of the scenario looks like (after a failure).
 diagnose() {
     local host
-    for host in $(docker ps -a --filter label=owner=molecule --format '{{.Names}}'); do
+    for host in $(docker ps -a --filter "label=org.vllm-fleet.checkout=$REPO_ROOT" \
+            --filter "label=org.vllm-fleet.scenario=$SCENARIO" --format '{{.Names}}'); do
         echo "================ test host $host ($(docker inspect -f '{{.State.Status}}' "$host"))"
         docker exec "$host" bash -c '
             echo "== systemctl is-system-running: $(systemctl is-system-running)"
