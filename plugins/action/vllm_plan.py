@@ -26,6 +26,7 @@ try:
     )
     from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._render import (
         file_mode,
+        install_manifest,
         render,
     )
     IMPORT_ERROR = None
@@ -59,7 +60,8 @@ class ActionModule(ActionBase):
 
     TRANSFERS_FILES = False
     _requires_connection = False
-    _VALID_ARGS = frozenset(("dest", "prune", "deployments", "recipe_dirs", "catalog_dir", "cache_dir"))
+    _VALID_ARGS = frozenset(("dest", "prune", "deployments", "recipe_dirs", "catalog_dir", "cache_dir",
+                             "return_content"))
 
     def _host_vars(self, task_vars):
         hostvars = task_vars.get("hostvars") or {}
@@ -109,9 +111,15 @@ class ActionModule(ActionBase):
             return result
 
         plan = plan_to_dict(fleet)
+        manifest = install_manifest(fleet)
+        for host, entry in plan["hosts"].items():
+            entry["files"] = manifest.get(host, [])
         summary = [f"{name}: {d['deploy_type']} on {', '.join(d['hosts'])} -> {d['endpoint'] or '-'}"
                    for name, d in plan["deployments"].items()]
         result.update(changed=False, plan=plan, files=sorted(files), summary=summary)
+        if args.get("return_content"):
+            # Env files may hold secrets: callers register this with no_log (deploy roles do).
+            result["contents"] = dict(sorted(files.items()))
         dest = args.get("dest")
         if not dest:
             return result

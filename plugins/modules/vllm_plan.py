@@ -58,6 +58,14 @@ options:
     description:
       - Cache directory for recipes loaded from URLs.
     type: path
+  return_content:
+    description:
+      - Also return the text of every rendered file in RV(contents), for deploy roles that
+        install the files on the hosts without writing a render directory.
+      - The env files in RV(contents) hold secret values (API key, Hub token). Register the
+        result only on a task with C(no_log=true).
+    type: bool
+    default: false
 attributes:
   check_mode:
     support: full
@@ -104,6 +112,13 @@ EXAMPLES = r"""
     dest: "{{ vllm_render_dir | default('out/render') }}"
   register: vllm_render
 
+- name: Plan with file contents for the deploy roles (env files hold secrets)
+  vllm_fleet.recipes.vllm_plan:
+    return_content: true
+  run_once: true
+  no_log: true
+  register: vllm_fleet_plan
+
 - name: Show where the router listens
   ansible.builtin.debug:
     msg: "{{ vllm_render.plan.deployments['glm_pd'].endpoint }}"
@@ -123,7 +138,9 @@ plan:
       description: Per deployment the selection, processes (host, argv, env, ports, GPUs, ExecStart), start order and pinned resolutions.
       type: dict
     hosts:
-      description: Per host the address, interface, accelerator assignment, units and files to install.
+      description:
+        - Per host the address, interface, accelerator assignment, units and C(files) to install
+          (C(src) relative path of the rendered file, C(dest) on the host, C(mode)), as in C(plan.json).
       type: dict
 files:
   description: Relative paths of every rendered file.
@@ -145,6 +162,12 @@ dest:
   description: Absolute output directory.
   returned: when dest is set
   type: str
+contents:
+  description:
+    - Every rendered file, relative path to text. Env files hold secret values.
+  returned: when O(return_content=true)
+  type: dict
+  sample: {"glm/node1/vllm-glm.service": "# Managed by vllm_fleet.recipes ..."}
 summary:
   description: One line per deployment (deploy type, hosts, endpoint).
   returned: success
@@ -165,6 +188,7 @@ def main():
             recipe_dirs=dict(type="list", elements="path", default=[]),
             catalog_dir=dict(type="path"),
             cache_dir=dict(type="path"),
+            return_content=dict(type="bool", default=False),
         ),
         supports_check_mode=True,
     )

@@ -1392,6 +1392,7 @@ def build_plan(hostvars: Mapping[str, Mapping[str, Any]], groups: Mapping[str, S
 def process_to_dict(proc: Process) -> dict[str, Any]:
     return {
         "unit": proc.unit_file,
+        "deployment": proc.deployment,
         "container": proc.unit if proc.runtime == "docker" else None,
         "kind": proc.kind,
         "role": proc.role,
