@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# Installed by vllm_fleet.recipes' weights role as /usr/local/libexec/vllm-fleet/hf-fetch.
+# Fetch one Hugging Face repository at one revision into an HF cache, resumably, and write a
+# marker when it is complete. Progress goes to STATUS (JSON, rewritten every few seconds).
+#
+#   hf-fetch ENV_FILE HF_BIN REPO REVISION CACHE_DIR MARKER STATUS [MAX_WORKERS]
+#
+# ENV_FILE (mode 0600) holds HF_TOKEN / HF_ENDPOINT / HF_HUB_* settings: the token never
+# appears on a command line. Finished files are skipped by `hf download`; partial ones resume.
+set -Eeuo pipefail
+
+if [ "$#" -lt 7 ]; then
+    echo "usage: $0 ENV_FILE HF_BIN REPO REVISION CACHE_DIR MARKER STATUS [MAX_WORKERS]" >&2
+    exit 2
+fi
+env_file=$1 hf=$2 repo=$3 revision=$4 cache=$5 marker=$6 status=$7 workers=${8:-8}
+
+set -a
+# shellcheck source=/dev/null
+. "$env_file"
+set +a
+export HF_HUB_DISABLE_TELEMETRY=1 HF_HUB_OFFLINE=0
+
+repo_dir=$cache/hub/models--${repo//\//--}
+log=$status.log
+start=$(date +%s)
+state=running
+
+write_status() {
+    local bytes
+    bytes=$(du -sb "$repo_dir" 2>/dev/null | cut -f1 || true)
+    printf '{"state": "%s", "repo": "%s", "revision": "%s", "bytes": %s, "elapsed_s": %s}\n' \
+        "$state" "$repo" "$revision" "${bytes:-0}" "$(($(date +%s) - start))" >"$status.tmp"
+    mv -f "$status.tmp" "$status"
+}
+on_exit() {
+    local rc=$?
+    if [ "$state" != "done" ]; then
+        state=failed
+        write_status
+    fi
+    exit "$rc"
+}
+trap on_exit EXIT
+
+mkdir -p "$cache/hub" "$(dirname "$marker")"
+write_status
+"$hf" download "$repo" --revision "$revision" --cache-dir "$cache/hub" --max-workers "$workers" --quiet >"$log" 2>&1 &
+pid=$!
+while kill -0 "$pid" 2>/dev/null; do
+    sleep 3
+    write_status
+done
+if ! wait "$pid"; then
+    echo "hf download $repo --revision $revision failed; last lines of $log:" >&2
+    tail -n 20 "$log" >&2
+    exit 1
+fi
+snapshot=$(grep -E '^/' "$log" | tail -n 1)
+if [ -z "$snapshot" ] || [ ! -d "$snapshot" ]; then
+    echo "hf download $repo --revision $revision did not report a snapshot directory; see $log" >&2
+    exit 1
+fi
+bytes=$(find -L "$snapshot" -type f -printf '%s\n' | awk '{ total += $1 } END { print total + 0 }')
+files=$(find -L "$snapshot" -type f | wc -l)
+printf '{"repo": "%s", "revision": "%s", "commit": "%s", "snapshot": "%s", "files": %s, "bytes": %s, "finished_at": %s}\n' \
+    "$repo" "$revision" "$(basename "$snapshot")" "$snapshot" "$files" "$bytes" "$(date +%s)" >"$marker.tmp"
+mv -f "$marker.tmp" "$marker"
+state="done"
+write_status

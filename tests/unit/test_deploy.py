@@ -1,0 +1,342 @@
+"""Deploy layer: the plan the roles consume, vllm_units_info, the hf fetch script, role conventions.
+
+The roles themselves run on real systemd hosts in the molecule scenarios
+(tests/molecule/single_node, multi_node, pd_cluster); these tests cover what can
+be checked without hosts: the vllm_plan additions the roles rely on, the module
+that reads installed units back, the download script against the Hub stand-in,
+and the house conventions of every role (variable tiers, argument specs,
+generated READMEs, playbook structure).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from ansible.module_utils.urls import open_url
+
+from ansible_collections.vllm_fleet.recipes.plugins.modules import vllm_units_info as U
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils import _placement as P
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils import _render as R
+
+REPO = Path(__file__).resolve().parents[2]
+ROLES = REPO / "roles"
+DEPLOY_ROLES = ("preflight", "image", "weights", "fabric", "engine", "router")
+EXAMPLES = REPO / "playbooks" / "examples"
+BIN = Path(sys.executable).parent
+FETCH = ROLES / "weights" / "files" / "vllm-fleet-hf-fetch.sh"
+HUB = REPO / "tests" / "infra" / "hub_standin.py"
+PLAN_INPUTS = {"vllm_fleet_plan", "vllm_plan_recipe_dirs"}
+
+
+def _example_fleet(name):
+    from test_render import example_fleet  # pylint: disable=import-outside-toplevel
+    return example_fleet(name)
+
+
+# --------------------------------------------------------------------------------------
+# vllm_plan: what the roles read
+# --------------------------------------------------------------------------------------
+
+def _run_playbook(tmp_path, inventory, tasks):
+    playbook = tmp_path / "play.yml"
+    playbook.write_text(yaml.safe_dump([{"hosts": "localhost", "connection": "local", "gather_facts": False,
+                                         "tasks": tasks}]))
+    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(REPO / ".collections"), ANSIBLE_NOCOLOR="1")
+    return subprocess.run([str(BIN / "ansible-playbook"), "-i", str(inventory), str(playbook)],
+                          capture_output=True, text=True, env=env, check=False, cwd=tmp_path)
+
+
+def test_vllm_plan_returns_contents_and_per_host_files(tmp_path):
+    out = tmp_path / "result.json"
+    result = _run_playbook(tmp_path, EXAMPLES / "pd_cluster" / "inventory.yml", [
+        {"vllm_fleet.recipes.vllm_plan": {"return_content": True}, "register": "r", "no_log": True},
+        {"ansible.builtin.copy": {"content": "{{ r | to_json }}", "dest": str(out), "mode": "0600"}, "no_log": True},
+    ])
+    assert result.returncode == 0, result.stdout + result.stderr
+    data = json.loads(out.read_text())
+    assert sorted(data["contents"]) == data["files"]
+    fleet = _example_fleet("pd_cluster")
+    assert data["contents"] == R.render(fleet)
+    manifest = R.install_manifest(fleet)
+    for host, entry in data["plan"]["hosts"].items():
+        assert entry["files"] == manifest[host]
+        for item in entry["files"]:
+            assert item["src"] in data["contents"]
+    for name, dep in data["plan"]["deployments"].items():
+        assert {p["deployment"] for p in dep["processes"]} == {name}
+
+
+def test_vllm_plan_without_return_content_has_no_file_text(tmp_path):
+    out = tmp_path / "result.json"
+    result = _run_playbook(tmp_path, EXAMPLES / "single_node_tp" / "inventory.yml", [
+        {"vllm_fleet.recipes.vllm_plan": {}, "register": "r"},
+        {"ansible.builtin.copy": {"content": "{{ r | to_json }}", "dest": str(out), "mode": "0600"}},
+    ])
+    assert result.returncode == 0, result.stdout + result.stderr
+    data = json.loads(out.read_text())
+    assert "contents" not in data
+    assert data["plan"]["hosts"]["h200-a"]["files"]
+
+
+def test_plan_json_processes_name_their_deployment():
+    fleet = _example_fleet("multi_node_tp_pp")
+    plan = P.plan_to_dict(fleet)
+    for name, dep in plan["deployments"].items():
+        assert [p["deployment"] for p in dep["processes"]] == [name] * len(dep["processes"])
+
+
+# --------------------------------------------------------------------------------------
+# vllm_units_info: reading rendered units back
+# --------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("example", ["single_node_tp", "multi_node_tp_pp", "pd_cluster"])
+def test_units_info_reads_every_rendered_unit(example):
+    fleet = _example_fleet(example)
+    files = R.render(fleet)
+    plan = P.plan_to_dict(fleet)
+    for dep in plan["deployments"].values():
+        for proc in dep["processes"]:
+            text = files[f"{dep['processes'][0]['deployment']}/{proc['host']}/{proc['unit']}"]
+            info = U.parse_unit(f"/etc/systemd/system/{proc['unit']}", text)
+            assert info["unit"] == proc["unit"]
+            assert info["deployment"] == proc["deployment"]
+            assert info["host"] == proc["host"]
+            assert info["env_file"] == proc["env_file"]
+            assert info["container"] == proc["container"]
+            assert info["kind"] == ("router" if proc["kind"] == "router" else
+                                    "mooncake" if proc["kind"].startswith("mooncake") else "engine")
+
+
+def test_units_info_ignores_unmanaged_units():
+    assert U.parse_unit("/etc/systemd/system/ssh.service", "[Unit]\nDescription=OpenSSH\n") is None
+
+
+def test_units_info_collects_a_unit_dir(tmp_path):
+    fleet = _example_fleet("pd_cluster")
+    files = R.render(fleet)
+    env = tmp_path / "x.env"
+    env.write_text("A=1\n")
+    env.chmod(0o640)
+    for rel, text in files.items():
+        if rel.endswith(".service"):
+            (tmp_path / Path(rel).name).write_text(text.replace("/etc/vllm-fleet/glm-pd/vllm-glm-pd-router.env", str(env)))
+    (tmp_path / "other.service").write_text("[Service]\nExecStart=/bin/true\n")
+    units = U.collect([str(tmp_path)], set())
+    assert [u["unit"] for u in units] == sorted(Path(r).name for r in files if r.endswith(".service"))
+    router = [u for u in units if u["kind"] == "router"][0]
+    assert router["env_file_mode"] == "0640"
+    assert [u["unit"] for u in U.collect([str(tmp_path)], {"elsewhere"})] == []
+
+
+def test_units_info_parses_systemctl_show():
+    text = ("Id=a.service\nActiveState=active\nSubState=running\nUnitFileState=enabled\nNRestarts=2\n\n"
+            "Id=b.service\nActiveState=failed\nSubState=failed\nUnitFileState=disabled\nNRestarts=0\n")
+    states = U.parse_show(text)
+    assert states["a.service"]["ActiveState"] == "active"
+    assert states["b.service"]["UnitFileState"] == "disabled"
+
+
+# --------------------------------------------------------------------------------------
+# The weights role's fetch script, against the Hub stand-in
+# --------------------------------------------------------------------------------------
+
+@pytest.fixture(name="hub")
+def _hub():
+    proc = subprocess.Popen([sys.executable, str(HUB), "--host", "127.0.0.1", "--port", "0"],  # pylint: disable=consider-using-with
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    line = proc.stdout.readline()
+    url = line.split("listening on ", 1)[1].split()[0]
+    yield url
+    proc.send_signal(signal.SIGTERM)
+    proc.wait(timeout=10)
+
+
+def _hub_call(url, path, body=None):
+    data = json.dumps(body).encode() if body is not None else None
+    with open_url(url + path, data=data, method="POST" if body is not None else "GET",
+                  headers={"Content-Type": "application/json"}, timeout=10) as resp:
+        return json.loads(resp.read())
+
+
+def _fetch(tmp_path, hub, token="hf_FAKEtokenForTheFetchTest"):
+    env = tmp_path / "hf-download.env"
+    env.write_text(f"HF_ENDPOINT={hub}\nHF_TOKEN={token}\n")
+    env.chmod(0o600)
+    cache = tmp_path / "cache"
+    marker = cache / ".vllm-fleet" / "org--model@main.json"
+    status = cache / ".vllm-fleet" / "org--model@main.status"
+    result = subprocess.run(["bash", str(FETCH), str(env), str(BIN / "hf"), "org/model", "main", str(cache),
+                             str(marker), str(status), "4"], capture_output=True, text=True, check=False, timeout=120)
+    return result, marker, status
+
+
+@pytest.mark.skipif(not (BIN / "hf").exists() or not shutil.which("du"), reason="needs the hf CLI in the venv")
+def test_fetch_script_downloads_once_and_writes_a_marker(tmp_path, hub):
+    result, marker, status = _fetch(tmp_path, hub)
+    assert result.returncode == 0, result.stderr
+    record = json.loads(marker.read_text())
+    assert record["repo"] == "org/model" and record["revision"] == "main" and record["files"] == 7
+    assert json.loads(status.read_text())["state"] == "done"
+    stats = _hub_call(hub, "/_standin/stats")
+    assert stats["auth"]["with_header"] > 0
+    served = stats["total_bytes"]
+    assert served == record["bytes"]
+    # A second run finds every file complete and fetches nothing.
+    result, marker, status = _fetch(tmp_path, hub)
+    assert result.returncode == 0, result.stderr
+    assert _hub_call(hub, "/_standin/stats")["total_bytes"] == served
+    # The token went to the Hub, never to the script's output.
+    assert "hf_FAKE" not in result.stdout + result.stderr + status.read_text() + marker.read_text()
+
+
+@pytest.mark.skipif(not (BIN / "hf").exists(), reason="needs the hf CLI in the venv")
+def test_fetch_script_rerun_after_an_interruption_skips_finished_files(tmp_path, hub):
+    """A cut that outlasts hf's own retries fails the run (no marker); the next run fetches only
+    what was not finished. (huggingface_hub >= 1.0 names partial files per process, so a
+    partial file itself starts again from zero: docs/deploy.md, "Weights".)"""
+    shard = "model-00001-of-00002.safetensors"
+    _hub_call(hub, "/_standin/fault", {"drop_after_bytes": 1048576, "path": shard, "times": 50})
+    first, marker, status = _fetch(tmp_path, hub)
+    assert first.returncode != 0
+    assert not marker.exists()
+    assert json.loads(status.read_text())["state"] == "failed"
+    _hub_call(hub, "/_standin/fault", {})
+    before = _hub_call(hub, "/_standin/stats")["gets"]
+    second, marker, _status = _fetch(tmp_path, hub)
+    assert second.returncode == 0, second.stderr
+    after = _hub_call(hub, "/_standin/stats")["gets"]
+    refetched = sorted(k.split("/", 2)[2] for k in after if after[k] != before.get(k, 0))
+    assert refetched == [shard]
+    assert json.loads(marker.read_text())["files"] == 7
+
+
+# --------------------------------------------------------------------------------------
+# Role conventions
+# --------------------------------------------------------------------------------------
+
+def _yaml(path):
+    return yaml.safe_load(path.read_text()) or {}
+
+
+def _tasks(role):
+    for path in sorted((ROLES / role).glob("*/*.yml")):
+        if path.parent.name in ("tasks", "handlers"):
+            yield path, _yaml(path) or []
+
+
+def _walk(tasks):
+    for task in tasks or []:
+        yield task
+        for key in ("block", "rescue", "always"):
+            yield from _walk(task.get(key))
+
+
+@pytest.mark.parametrize("role", DEPLOY_ROLES)
+def test_role_skeleton(role):
+    base = ROLES / role
+    for rel in ("defaults/main.yml", "vars/main.yml", "meta/main.yml", "meta/argument_specs.yml",
+                "tasks/main.yml", "README.md"):
+        assert (base / rel).is_file(), f"{role}: {rel} missing"
+
+
+@pytest.mark.parametrize("role", DEPLOY_ROLES)
+def test_variable_tiers(role):
+    """Public vllm_<role>_*, internal _<role>_*, registered __<role>_* (docs/deploy.md)."""
+    defaults = _yaml(ROLES / role / "defaults" / "main.yml")
+    assert defaults, role
+    assert [k for k in defaults if not k.startswith(f"vllm_{role}_")] == []
+    internals = _yaml(ROLES / role / "vars" / "main.yml")
+    assert [k for k in internals if not k.startswith(f"_{role}_")] == []
+    outputs = {"vllm_fleet_plan", "vllm_fleet_host", "vllm_fleet_weights", "vllm_image_changed", "vllm_weights_changed"}
+    for path, tasks in _tasks(role):
+        for task in _walk(tasks):
+            if "register" in task:
+                assert task["register"].startswith(f"__{role}_"), f"{path}: register {task['register']}"
+            for name in (task.get("ansible.builtin.set_fact") or {}):
+                assert name.startswith(f"__{role}_") or name in outputs, f"{path}: set_fact {name}"
+            loop_var = (task.get("loop_control") or {}).get("loop_var")
+            if loop_var:
+                assert loop_var.startswith(f"__{role}_"), f"{path}: loop_var {loop_var}"
+
+
+def test_common_role_tiers():
+    internals = _yaml(ROLES / "_common" / "vars" / "main.yml")
+    assert [k for k in internals if not k.startswith("_common_")] == []
+    for path, tasks in _tasks("_common"):
+        for task in _walk(tasks):
+            if "register" in task:
+                assert task["register"].startswith("__common_"), f"{path}: {task['register']}"
+
+
+def test_common_role_refuses_to_run_alone():
+    tasks = _yaml(ROLES / "_common" / "tasks" / "main.yml")
+    assert list(tasks[0]) == ["name", "ansible.builtin.fail"]
+
+
+@pytest.mark.parametrize("role", DEPLOY_ROLES)
+def test_argument_specs_cover_the_defaults(role):
+    specs = _yaml(ROLES / role / "meta" / "argument_specs.yml")["argument_specs"]
+    options = specs["main"]["options"]
+    defaults = _yaml(ROLES / role / "defaults" / "main.yml")
+    assert set(options) - PLAN_INPUTS == set(defaults)
+    for name, value in defaults.items():
+        spec = options[name]
+        assert spec["description"], name
+        if "{{" not in str(value):
+            assert spec.get("default") == value, f"{role}: {name} default {value!r} vs spec {spec.get('default')!r}"
+    if role != "preflight":
+        assert specs["preflight"]["options"] == options
+        assert (ROLES / role / "tasks" / "preflight.yml").is_file()
+
+
+def test_role_readmes_are_generated_from_argument_specs():
+    result = subprocess.run([sys.executable, str(REPO / "tools" / "role_readme.py"), "--check"],
+                            capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_deploy_playbook_shape():
+    plays = _yaml(REPO / "playbooks" / "deploy.yml")
+    assert plays[0]["hosts"] == "localhost" and plays[0]["tags"] == ["always"]
+    assert [t for t in plays[0]["tasks"] if t.get("no_log")][0]["vllm_fleet.recipes.vllm_plan"]["return_content"]
+    assert all(p["any_errors_fatal"] for p in plays)
+    order = [p["roles"][0]["role"].rsplit(".", 1)[1] for p in plays[1:]]
+    assert order == list(DEPLOY_ROLES)
+    preflight = [t["ansible.builtin.include_role"]["name"].rsplit(".", 1)[1] for t in plays[1]["tasks"]]
+    assert preflight == list(DEPLOY_ROLES[1:])
+    for play in plays[1:]:
+        assert play["hosts"] == "vllm_fleet_hosts"
+
+
+@pytest.mark.parametrize("playbook", ["deploy.yml", "status.yml", "teardown.yml"])
+def test_playbooks_pass_syntax_check(playbook):
+    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(REPO / ".collections"))
+    result = subprocess.run([str(BIN / "ansible-playbook"), "-i", str(EXAMPLES / "pd_cluster" / "inventory.yml"),
+                             str(REPO / "playbooks" / playbook), "--syntax-check"],
+                            capture_output=True, text=True, env=env, check=False)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_units_are_verified_before_install():
+    units = _yaml(ROLES / "_common" / "tasks" / "units.yml")
+    install = [t for t in units if str(t.get("name", "")).startswith("Install the systemd units")][0]
+    assert "validate" in install["ansible.builtin.copy"]
+    for role in ("engine", "router"):
+        assert "systemd-analyze verify %s:%n" in (ROLES / role / "vars" / "main.yml").read_text()
+
+
+def test_fetch_script_keeps_the_token_off_the_command_line():
+    text = FETCH.read_text()
+    assert "--token" not in text
+    install = (ROLES / "weights" / "tasks" / "install.yml").read_text()
+    assert "HF_TOKEN={{ _weights_token }}" in install
+    assert "diff: false" in install
