@@ -87,7 +87,8 @@ start_daemon() {
     local name=$1 pidfile=$2 logfile=$3 timeout=$4 check=$5
     shift 5
     log "starting $name (log: $logfile)"
-    setsid nohup "$@" >"$logfile" 2>&1 </dev/null &
+    # 8>&-: the daemon must not inherit (and so hold forever) take_lock's lock.
+    setsid nohup "$@" >"$logfile" 2>&1 </dev/null 8>&- &
     echo $! >"$pidfile"
     if ! wait_for "$timeout" "$name to answer" "$check"; then
         echo "--- last lines of $logfile:" >&2
@@ -105,6 +106,8 @@ daemon_main() {
     local name=$1 pidfile=$2 check=$3 start_fn=$4
     case "${5:-}" in
         start)
+            # Two checkouts starting the same daemon at once: the second waits, then finds it up.
+            take_lock "$name"
             if "$check"; then
                 log "already running$(pid_alive "$pidfile" && echo " (pid $(cat "$pidfile"))")"
             else
@@ -123,6 +126,16 @@ daemon_main() {
         pid) if pid_alive "$pidfile"; then cat "$pidfile"; fi ;;
         *) echo "usage: $0 start|stop|status|pid" >&2; return 2 ;;
     esac
+}
+
+# take_lock NAME: hold $INFRA_DIR/NAME.lock (machine-wide) on fd 8 until this script
+# exits. Long-lived children must be started with 8>&- (start_daemon does).
+take_lock() {
+    exec 8>"$INFRA_DIR/$1.lock"
+    if ! flock -n 8; then
+        log "waiting for $INFRA_DIR/$1.lock (another checkout is busy with $1)"
+        flock -w "${INFRA_LOCK_TIMEOUT:-1800}" 8 || die "timed out waiting for $INFRA_DIR/$1.lock"
+    fi
 }
 
 # apt_ensure CMD PACKAGE...: install PACKAGE... unless CMD is already on PATH.

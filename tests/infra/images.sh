@@ -195,6 +195,7 @@ status() {
 case "${1:-}" in
     build)
         [ "$(id -u)" -eq 0 ] || die "debootstrap and chroot need root"
+        take_lock images
         build_base
         build_standin
         ;;
