@@ -10,10 +10,9 @@
 INFRA_SRC=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 INFRA_DIR=${VLLM_FLEET_INFRA_DIR:-/var/tmp/vllm-fleet-infra}
 
-# The molecule network: fixed, so the inner dockerd of every test host can be
-# told at image build time where the registry is (its gateway, the outer host).
-TEST_NETWORK=${VLLM_FLEET_TEST_NETWORK:-vllm-fleet-test}
-TEST_SUBNET=172.30.99.0/24
+# The gateway of the fixed molecule network vllm-fleet-test (172.30.99.0/24,
+# tests/molecule/shared/vars/platform.yml): the inner dockerd of every test host
+# is told at image build time that the registry is there.
 TEST_GATEWAY=172.30.99.1
 REGISTRY_PORT=5000
 # The Hugging Face Hub stand-in (tests/infra/hub_standin.py), HF_ENDPOINT for test hosts.
