@@ -120,7 +120,7 @@ $(BUNDLE_STAMP): | venv
 # ---------------------------------------------------------------------------
 test: unit conformance sanity lint ## everything CI runs
 
-unit: venv collection-link ## pytest on tests/
+unit: venv collections ## pytest on tests/
 	$(VPY) -m pytest $(PYTEST_ARGS)
 
 conformance: venv collection-link ## replay the upstream command-synthesis corpus and the seed recipe

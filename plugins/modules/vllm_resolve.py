@@ -18,7 +18,9 @@ description:
   - A bad selection fails before anything changes, with a message that names the key, the value and what is accepted.
 options:
   recipe:
-    description: An C(org/name) recipe id (shipped with the collection), a path to a C(models/<org>/<repo>.yaml) or published JSON recipe, or an C(http(s)) URL of the published API.
+    description:
+      - An C(org/name) recipe id (shipped with the collection), a path to a C(models/<org>/<repo>.yaml) or
+        published JSON recipe, or an C(http(s)) URL of the published API.
     type: str
     required: true
   selection:
