@@ -1473,7 +1473,6 @@ def plan_to_dict(fleet: FleetPlan) -> dict[str, Any]:
 # --------------------------------------------------------------------------------------
 
 
-
 def _docker_entry(proc: Any) -> dict[str, Any]:
     return {"port": proc.port, "argv": list(proc.docker_argv or ())}
 
@@ -1558,7 +1557,7 @@ def engine_factory(*, catalog: Any = None, recipe_dirs: Sequence[str] = (), base
                                hardware_profile=profiles.get(spec.hardware or ""),
                                hardware_id=spec.hardware, selection=spec.selection())
         recipe = _loader.load_recipe_ref(spec.recipe, catalog=cat, recipe_dirs=recipe_dirs, base_dir=base_dir,
-                                 cache_dir=cache_dir)
+                                         cache_dir=cache_dir)
         base = spec.selection()
         cache: dict[str, Any] = {}
         bound = BoundEngine(resolve=lambda o: {})
