@@ -254,3 +254,19 @@ integration: venv collections infra ## `molecule test` of every scenario under t
 
 # The README's test command covers the integration scenarios too.
 test: integration
+
+# --- deploy scenarios ---------------------------------------------------------
+# The deploy roles' molecule scenarios (docs/deploy.md, "Tests"): single_node, multi_node
+# (3 hosts) and pd_cluster (prefill, decode, router). `make integration` (part of `make test`)
+# already runs them with every other scenario; this target runs only these.
+DEPLOY_SCENARIOS ?= single_node multi_node pd_cluster
+
+.PHONY: deploy-scenarios
+
+deploy-scenarios: venv collections infra ## molecule test of the deploy-role scenarios only
+	@rc=0; failed=""; \
+	for s in $(DEPLOY_SCENARIOS); do \
+		tests/infra/molecule.sh $$s test || { rc=1; failed="$$failed $$s"; }; \
+	done; \
+	if [ $$rc -ne 0 ]; then echo "deploy-scenarios: FAILED:$$failed" >&2; else echo "deploy-scenarios: passed: $(DEPLOY_SCENARIOS)"; fi; \
+	exit $$rc

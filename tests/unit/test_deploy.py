@@ -306,6 +306,8 @@ def test_role_readmes_are_generated_from_argument_specs():
 
 def test_deploy_playbook_shape():
     plays = _yaml(REPO / "playbooks" / "deploy.yml")
+    facts = plays.pop(0)
+    assert facts["tags"] == ["always"] and "vllm_gather_network_facts" in facts["tasks"][0]["when"]
     assert plays[0]["hosts"] == "localhost" and plays[0]["tags"] == ["always"]
     assert [t for t in plays[0]["tasks"] if t.get("no_log")][0]["vllm_fleet.recipes.vllm_plan"]["return_content"]
     assert all(p["any_errors_fatal"] for p in plays)
