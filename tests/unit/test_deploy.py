@@ -16,6 +16,8 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -23,6 +25,7 @@ import yaml
 
 from ansible.module_utils.urls import open_url
 
+from ansible_collections.vllm_fleet.recipes.plugins.action import vllm_progress as PROGRESS
 from ansible_collections.vllm_fleet.recipes.plugins.modules import vllm_units_info as U
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils import _placement as P
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils import _render as R
@@ -51,7 +54,8 @@ def _run_playbook(tmp_path, inventory, tasks):
     playbook.write_text(yaml.safe_dump([{"hosts": "localhost", "connection": "local", "gather_facts": False,
                                          "tasks": tasks}]))
     env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(REPO / ".collections"), ANSIBLE_NOCOLOR="1")
-    return subprocess.run([str(BIN / "ansible-playbook"), "-i", str(inventory), str(playbook)],
+    return subprocess.run([str(BIN / "ansible-playbook"), "-i", str(inventory), str(playbook),
+                           "-e", "ansible_python_interpreter=" + sys.executable],
                           capture_output=True, text=True, env=env, check=False, cwd=tmp_path)
 
 
@@ -217,6 +221,59 @@ def test_fetch_script_rerun_after_an_interruption_skips_finished_files(tmp_path,
     refetched = sorted(k.split("/", 2)[2] for k in after if after[k] != before.get(k, 0))
     assert refetched == [shard]
     assert json.loads(marker.read_text())["files"] == 7
+
+
+# --------------------------------------------------------------------------------------
+# vllm_progress: progress lines while a long job runs
+# --------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("count, text", [(0, "0 B"), (1023, "1023 B"), (1536, "1.5 KiB"), (14681853, "14.0 MiB"),
+                                         (3 * 1024 ** 3, "3.0 GiB")])
+def test_progress_human_bytes(count, text):
+    assert PROGRESS.human_bytes(count) == text
+
+
+def test_progress_line_shows_bytes_rate_and_share():
+    before = {"state": "running", "bytes": 1048576, "elapsed_s": 2}
+    now = {"state": "running", "bytes": 3145728, "elapsed_s": 4}
+    line = PROGRESS.progress_line("node-1", "org/model@main", now, before, total=6291456)
+    assert line == "[node-1] org/model@main: running 3.0 MiB of 6.0 MiB (50%) at 1.0 MiB/s after 4 s"
+
+
+def test_progress_action_prints_while_the_job_runs(tmp_path):
+    status = tmp_path / "job.status"
+    steps = [{"state": "running", "bytes": 0, "elapsed_s": 0}, {"state": "running", "bytes": 1048576, "elapsed_s": 2},
+             {"state": "done", "bytes": 2097152, "elapsed_s": 3}]
+    status.write_text(json.dumps(steps[0]))
+
+    def job():
+        for step in steps[1:]:
+            time.sleep(2.5)
+            status.write_text(json.dumps(step))
+
+    writer = threading.Thread(target=job)
+    writer.start()
+    try:
+        result = _run_playbook(tmp_path, "localhost,", [
+            {"vllm_fleet.recipes.vllm_progress": {"path": str(status), "label": "job", "interval": 1, "timeout": 60},
+             "register": "r"},
+            {"ansible.builtin.assert": {"that": ["r.status.state == 'done'", "r.polls >= 2"]}},
+        ])
+    finally:
+        writer.join()
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "[localhost] job: running 1.0 MiB" in result.stdout
+    assert "[localhost] job: done 2.0 MiB" in result.stdout
+
+
+def test_progress_action_times_out_with_the_last_status(tmp_path):
+    status = tmp_path / "job.status"
+    status.write_text('{"state": "running", "bytes": 5, "elapsed_s": 1}')
+    result = _run_playbook(tmp_path, "localhost,", [
+        {"vllm_fleet.recipes.vllm_progress": {"path": str(status), "interval": 1, "timeout": 2}},
+    ])
+    assert result.returncode != 0
+    assert "did not reach done or failed within 2 s" in result.stdout
 
 
 # --------------------------------------------------------------------------------------
