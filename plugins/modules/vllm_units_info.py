@@ -102,7 +102,7 @@ units:
       type: str
       sample: decode rank 0
     kind:
-      description: C(router), C(mooncake) or C(engine), from the process line.
+      description: C(router), C(mooncake), C(watchdog) or C(engine), from the process line.
       type: str
       sample: engine
     host:
@@ -176,7 +176,9 @@ def parse_unit(path, text):
         elif line.startswith("ExecStartPre=") and " rm -f " in line and info["container"] is None:
             info["container"] = line.rsplit(" ", 1)[1]
     process = info["process"] or ""
-    if process.startswith("router"):
+    if process.startswith("watchdog") or " watchdog" in process:
+        info["kind"] = "watchdog"
+    elif process.startswith("router"):
         info["kind"] = "router"
     elif process.startswith("mooncake") or " mooncake" in process:
         info["kind"] = "mooncake"

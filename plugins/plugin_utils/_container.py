@@ -212,6 +212,30 @@ def engine_docker_argv(spec: ContainerSpec, profile: str, *,
     raise ValueError(f"unknown container profile {profile!r}")
 
 
+#: Where a process's secret file is mounted inside its container (read-only).
+SECRET_MOUNT = "/run/vllm-fleet/secret.env"
+# Sourced by /bin/sh before exec'ing the program: the secrets become the program's
+# environment without ever being part of the container's configuration (docker inspect).
+SECRET_SHIM = f'set -a && . {SECRET_MOUNT} && set +a && exec "$@"'
+
+
+def with_secret_file(argv: Sequence[str], image: str, program_argv: Sequence[str],
+                     secret_file: str) -> list[str]:
+    """Rewrite a ``docker run`` argv so secrets come from a mounted 0600 file.
+
+    ``--env-file`` values are stored in the container's config and shown by
+    ``docker inspect``; a file sourced by a ``/bin/sh`` shim at start is not. The
+    image's entrypoint is replaced by the shim, which execs the full program
+    (``vllm serve ...``) with the secrets in its environment.
+    """
+    args = list(argv)
+    if image not in args:
+        raise ValueError(f"image {image!r} is not in the docker argv")
+    cut = args.index(image)
+    return (args[:cut] + ["-v", f"{secret_file}:{SECRET_MOUNT}:ro", "--entrypoint", "/bin/sh", image,
+                          "-c", SECRET_SHIM, "vllm-fleet-secrets"] + list(program_argv))
+
+
 def router_docker_argv(*, name: str, image: str, program_argv: Sequence[str], env_file: str,
                        docker_binary: str = "/usr/bin/docker") -> list[str]:
     """vllm-router in a container: host network, no devices, the binary as entrypoint."""

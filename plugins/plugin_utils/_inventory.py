@@ -154,6 +154,9 @@ class RouterSpec(_Strict):
     image: Optional[str] = None
     #: Value of ``$ROUTER_HOST`` (the router's bind address).
     bind_address: str = "0.0.0.0"
+    #: ``--policy`` of the router in front of independent replicas (default: vllm-router's own).
+    policy: Optional[Literal["random", "round_robin", "cache_aware", "power_of_two",
+                             "consistent_hash"]] = None
 
     @model_validator(mode="after")
     def _image_for_container(self) -> "RouterSpec":
@@ -175,6 +178,12 @@ class UnitSpec(_Strict):
     stop_timeout: int = Field(default=120, ge=1, le=3600)
     #: Default ``TimeoutStartSec`` when the recipe sets no ``VLLM_ENGINE_READY_TIMEOUT_S``.
     start_timeout: int = Field(default=1800, ge=1, le=86400)
+    #: Group watchdog of multi-node groups (docs/operations.md): one per rank host.
+    watchdog: bool = True
+    #: Seconds between two probes of the group head's ``/health``.
+    watchdog_interval: int = Field(default=5, ge=1, le=3600)
+    #: Seconds the head may fail ``/health`` (after being healthy) before the rank restarts.
+    watchdog_grace: int = Field(default=30, ge=1, le=86400)
 
 
 class DeploymentSpec(_Strict):
@@ -192,6 +201,8 @@ class DeploymentSpec(_Strict):
     kv_offload: Optional[str] = None
     kv_instances: Optional[int] = Field(default=None, ge=1, le=1024)
     node_count: Optional[int] = Field(default=None, ge=1, le=1024)
+    #: Independent copies of a single-node strategy, one per engine host, behind the router host.
+    replicas: Optional[int] = Field(default=None, ge=1, le=1024)
     advanced_args: list[str] = []
     pd: PdSpec = PdSpec()
     ports: PortsSpec = PortsSpec()

@@ -43,6 +43,7 @@ from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._container impo
     engine_docker_argv,
     router_docker_argv,
     visible_devices_var,
+    with_secret_file,
 )
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._errors import RecipeError
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._inventory import (
@@ -90,6 +91,10 @@ ORDER_MOONCAKE_STORE = 5
 ORDER_FOLLOWER = 10
 ORDER_HEAD = 20
 ORDER_ROUTER = 30
+ORDER_WATCHDOG = 40
+
+#: The group watchdog the engine role installs on every multi-node rank host.
+WATCHDOG_BINARY = "/usr/local/libexec/vllm-fleet/vllm-group-watchdog"
 
 
 class PlacementError(InventoryError):
@@ -189,6 +194,8 @@ class Process:
     api_port: Optional[int] = None
     exec_argv: list[str] = field(default_factory=list)
     env_file: str = ""
+    #: 0600 file with the secret env (``KEY='value'`` lines), mounted into the container.
+    secret_file: str = ""
     start_order: int = ORDER_HEAD
     health_url: Optional[str] = None
     restart_group: str = ""
@@ -671,6 +678,8 @@ class _DeploymentPlacer:
         if proc.health_url is None and proc.api_port is not None:
             proc.health_url = f"http://{address}:{proc.api_port}/health"
         proc.env_file = f"{self.spec.config_dir}/{self.decl.name}/{unit}.env"
+        if proc.secret_env:
+            proc.secret_file = f"{self.spec.config_dir}/{self.decl.name}/{unit}.secret.env"
 
         self.check_filled(proc, proc.argv, "argv")
         self.check_filled(proc, proc.env, "env")
@@ -751,6 +760,7 @@ class _DeploymentPlacer:
             self.place_multi(gpu_hosts, roles)
         else:
             self.place_single(gpu_hosts, roles)
+        self.add_watchdogs()
         return DeploymentPlan(
             name=self.decl.name, group=self.decl.group, spec=self.spec,
             deploy_type=self.deploy_type, vendor=self.vendor, hardware=self.engine.hardware_id,
@@ -782,7 +792,8 @@ class _DeploymentPlacer:
         self.vendor = _vendor(self.engine.hardware_profile, self.engine.hardware_id, meta)
         env = res.get("env") or (res.get("vllm") or {}).get("env") or \
             (res.get("prefill") or {}).get("env") or {}
-        timeout = env.get("VLLM_ENGINE_READY_TIMEOUT_S")
+        # the operator's extra_env wins over the recipe's (it also reaches the container env)
+        timeout = self.spec.extra_env.get("VLLM_ENGINE_READY_TIMEOUT_S", env.get("VLLM_ENGINE_READY_TIMEOUT_S"))
         if timeout is not None and str(timeout).isdigit():
             self.start_timeout = int(str(timeout))
         self.deploy_type = str(res.get("deployType"))
@@ -807,25 +818,88 @@ class _DeploymentPlacer:
                                  "that has that role")
 
     def place_single(self, gpu_hosts: Sequence[str], roles: Mapping[str, list[str]]) -> None:
-        self._no_extra_roles(roles, ())
-        if len(gpu_hosts) != 1:
-            raise self.error("group", f"{self.decl.group} ({len(gpu_hosts)} hosts: {list(gpu_hosts)})",
-                             f"exactly 1 host for single-node strategy {self.spec.strategy or '(recommended)'}",
-                             "put one host in the group, or pick a multi_node_* strategy")
+        """One host, or ``replicas`` independent copies (one per engine host) behind a router."""
+        self._no_extra_roles(roles, ("router",))
+        replicas = self.spec.replicas or 1
+        if len(gpu_hosts) != replicas:
+            if self.spec.replicas is None:
+                raise self.error("group", f"{self.decl.group} ({len(gpu_hosts)} hosts: {list(gpu_hosts)})",
+                                 f"exactly 1 host for single-node strategy {self.spec.strategy or '(recommended)'}",
+                                 "put one host in the group, set replicas: N for N independent copies "
+                                 "behind a router, or pick a multi_node_* strategy")
+            raise self.error("replicas", replicas,
+                             f"the number of engine hosts in group {self.decl.group!r} ({len(gpu_hosts)})",
+                             f"set replicas: {len(gpu_hosts)} or put {replicas} engine hosts in the group")
         if self.spec.node_count not in (None, 1):
             raise self.error("node_count", self.spec.node_count, "1 for a single-node strategy",
                              "remove node_count or pick a multi_node_* strategy")
+        if len(roles["router"]) > 1:
+            raise self.error("pd.router_group", roles["router"], "exactly one router host",
+                             "keep vllm_pd_role: router on one host only")
+        if roles["router"] and replicas == 1:
+            raise self.error("pd.router_group", roles["router"],
+                             "no router host for a single copy (it is served directly)",
+                             "remove the router role, or set replicas: N with N engine hosts")
         res = self.resolve({})
         self._absorb(res)
         if "argv" not in res:
             raise self.error("strategy", self.spec.strategy, "a single-node resolution",
                              "pick a single_node_* strategy for a one-host group")
-        host = gpu_hosts[0]
         docker = (res.get("docker") or {}).get("processes") or {}
-        proc = self.engine_process(host=host, unit=self.unit_name(""), role="single",
-                                   argv=res["argv"], env=res.get("env") or {},
-                                   docker_proc=docker.get("single"), start_order=ORDER_HEAD)
-        self.endpoint = proc.health_url[:-len("/health")] if proc.health_url else None
+        urls: list[str] = []
+        for index, host in enumerate(gpu_hosts):
+            if replicas == 1:
+                proc = self.engine_process(host=host, unit=self.unit_name(""), role="single",
+                                           argv=res["argv"], env=res.get("env") or {},
+                                           docker_proc=docker.get("single"), start_order=ORDER_HEAD)
+            else:
+                proc = self.engine_process(host=host, unit=self.unit_name(f"r{index}"), role="replica",
+                                           argv=res["argv"], env=res.get("env") or {},
+                                           docker_proc=docker.get("single"), start_order=ORDER_HEAD,
+                                           instance=index, pool=f"replica{index}",
+                                           restart_group=f"{self.decl.name}/replica{index}")
+            if proc.health_url:
+                urls.append(proc.health_url[:-len("/health")])
+        self.endpoint = urls[0] if urls else None
+        if roles["router"]:
+            router = self.spec.router
+            port = self.spec.ports.router or DEFAULT_ROUTER_PORT
+            argv = ["vllm-router", "--host", router.bind_address, "--port", str(port)]
+            if router.policy:
+                argv += ["--policy", router.policy]
+            argv += ["--worker-urls", *urls]
+            self._router(roles["router"][0], argv, port, {"policy": router.policy, "worker_urls": urls})
+
+    def add_watchdogs(self) -> None:
+        """One group watchdog per rank of every multi-node group (vllm issue #32136).
+
+        Each watches the group head's ``/health``; when the head fails for longer than
+        ``unit.watchdog_grace`` after having been healthy, it restarts its own rank so the
+        group forms again (headless followers never rejoin a restarted head on their own).
+        """
+        unit_spec = self.spec.unit
+        if not unit_spec.watchdog:
+            return
+        groups: dict[str, list[Process]] = {}
+        for proc in self.processes:
+            if proc.kind == "engine" and proc.role in ("head", "worker") and has_flag(proc.argv, "--nnodes"):
+                groups.setdefault(proc.restart_group, []).append(proc)
+        for members in groups.values():
+            head = next((p for p in members if p.role == "head" and p.health_url), None)
+            if head is None or len(members) < 2:
+                continue
+            for proc in members:
+                argv = [WATCHDOG_BINARY, "--unit", proc.unit_file, "--head-url", head.health_url or "",
+                        "--interval", str(unit_spec.watchdog_interval),
+                        "--grace", str(unit_spec.watchdog_grace),
+                        "--state-file", f"/run/vllm-fleet/{proc.unit}.watchdog.json"]
+                dog = Process(deployment=self.decl.name, unit=f"{proc.unit}-watchdog", kind="watchdog",
+                              role="watchdog", host=proc.host, address=proc.address, rank=proc.rank,
+                              pool=proc.pool, instance=proc.instance, argv=argv, runtime="host",
+                              exec_argv=list(argv), start_order=ORDER_WATCHDOG,
+                              restart_group=proc.restart_group, network_host=True)
+                dog.env_file = f"{self.spec.config_dir}/{self.decl.name}/{dog.unit}.env"
+                self.processes.append(dog)
 
     def place_multi(self, gpu_hosts: Sequence[str], roles: Mapping[str, list[str]]) -> None:
         self._no_extra_roles(roles, ())
@@ -1335,6 +1409,8 @@ def _exec_argv(plan: DeploymentPlan, fleet: FleetPlan, proc: Process) -> None:
                                             env=recipe_env)
     else:
         proc.exec_argv = engine_docker_argv(container, "hardened")
+    if proc.secret_file:
+        proc.exec_argv = with_secret_file(proc.exec_argv, proc.image, proc.argv, proc.secret_file)
 
 
 def build_plan(hostvars: Mapping[str, Mapping[str, Any]], groups: Mapping[str, Sequence[str]],
@@ -1405,6 +1481,7 @@ def process_to_dict(proc: Process) -> dict[str, Any]:
         "env": dict(proc.env),
         "secret_env_keys": sorted(proc.secret_env),
         "env_file": proc.env_file,
+        "secret_file": proc.secret_file or None,
         "ports": [{"port": p.number, "purpose": p.purpose} for p in proc.ports],
         "gpus": list(proc.gpus),
         "runtime": proc.runtime,
@@ -1414,6 +1491,71 @@ def process_to_dict(proc: Process) -> dict[str, Any]:
         "restart_group": proc.restart_group,
         "health_url": proc.health_url,
     }
+
+
+def served_model(argv: Sequence[str]) -> Optional[str]:
+    """The model name the OpenAI API answers to: ``--served-model-name``, else the model."""
+    name = flag_value(argv, "--served-model-name")
+    if name:
+        return name
+    model = flag_value(argv, "--model")
+    if model:
+        return model
+    args = list(argv)
+    return args[2] if args[:2] == ["vllm", "serve"] and len(args) > 2 else None
+
+
+def rollout_batches(plan: DeploymentPlan) -> list[dict[str, Any]]:
+    """How a rolling upgrade restarts this deployment, batch after batch.
+
+    Independent replicas roll one at a time (drained from the router first, put back after
+    their health gate and a one-token completion), then the router. Every other deployment
+    (a multi-node group, PD pools, Mooncake instances) restarts as one whole batch.
+    """
+    def probes(procs: Iterable[Process]) -> list[dict[str, Any]]:
+        out = []
+        for proc in procs:
+            if proc.kind == "engine" and proc.health_url:
+                base = proc.health_url[:-len("/health")]
+                out.append({"host": proc.host, "unit": proc.unit_file, "health_url": proc.health_url,
+                            "completions_url": f"{base}/v1/completions", "model": served_model(proc.argv)})
+        return out
+
+    def files(procs: Sequence[Process], with_configs: bool) -> dict[str, list[str]]:
+        """host -> every file a rollback of these processes restores (units, env, configs)."""
+        out: dict[str, set[str]] = {}
+        for proc in procs:
+            paths = out.setdefault(proc.host, set())
+            paths.update({f"{plan.spec.unit_dir}/{proc.unit_file}", proc.env_file})
+            if proc.secret_file:
+                paths.add(proc.secret_file)
+        if with_configs:
+            for cfg in plan.config_files:
+                if cfg.host in out:
+                    out[cfg.host].add(cfg.dest)
+        return {host: sorted(paths) for host, paths in sorted(out.items())}
+
+    replicas = sorted((p for p in plan.processes if p.role == "replica"), key=lambda p: p.instance or 0)
+    router = next((p for p in plan.processes if p.kind == "router"), None)
+    if not replicas:
+        groups = sorted({p.restart_group for p in plan.processes})
+        return [{"name": plan.name, "groups": groups, "hosts": plan.hosts, "drain": None,
+                 "probes": probes(plan.processes), "files": files(plan.processes, True)}]
+    batches: list[dict[str, Any]] = []
+    for proc in replicas:
+        members = [p for p in plan.processes if p.restart_group == proc.restart_group]
+        drain = None
+        if router is not None and router.health_url and proc.health_url:
+            drain = {"router_host": router.host, "router_url": router.health_url[:-len("/health")],
+                     "worker_url": proc.health_url[:-len("/health")]}
+        batches.append({"name": proc.restart_group, "groups": [proc.restart_group],
+                        "hosts": sorted({p.host for p in members}), "drain": drain,
+                        "probes": probes(members), "files": files(members, False)})
+    if router is not None:
+        batches.append({"name": router.restart_group, "groups": [router.restart_group],
+                        "hosts": [router.host], "drain": None, "probes": [],
+                        "files": files([router], True)})
+    return batches
 
 
 def plan_to_dict(fleet: FleetPlan) -> dict[str, Any]:
@@ -1447,6 +1589,7 @@ def plan_to_dict(fleet: FleetPlan) -> dict[str, Any]:
                 "token_set": spec.weights.token is not None,
             },
             "processes": [process_to_dict(p) for p in plan.processes],
+            "rollout": rollout_batches(plan),
             "config_files": [{"host": c.host, "dest": c.dest, "name": c.name, "mode": c.mode}
                              for c in plan.config_files],
             "resolutions": plan.resolutions,

@@ -43,6 +43,7 @@ __all__ = [
     "install_manifest",
     "render",
     "render_env_file",
+    "render_secret_file",
     "render_plan_json",
     "render_plan_md",
     "render_unit",
@@ -171,11 +172,20 @@ def render_env_file(plan: DeploymentPlan, proc: Process) -> str:
             env.pop(key, None)
     for key, value in env.items():
         lines.append(f"{key}={value}")
+    return "\n".join(lines) + "\n"
+
+
+def render_secret_file(proc: Process) -> str:
+    """The 0600 secret file, sourced by the container's shell shim (``KEY='value'``)."""
+    lines = [
+        f"# {MANAGED_HEADER}: install with mode 0600 (holds secrets).",
+        f"# {proc.unit} on {proc.host}: mounted read-only, sourced before the program starts",
+    ]
     for key in sorted(proc.secret_env):
         value = proc.secret_env[key]
-        if "\n" in value:
+        if "\n" in value or "\x00" in value:
             raise RenderError(f"secret {key} of {proc.unit} spans lines")
-        lines.append(f"{key}={value}")
+        lines.append(f"{key}={shlex.quote(value)}")
     return "\n".join(lines) + "\n"
 
 
@@ -197,6 +207,8 @@ def install_manifest(fleet: FleetPlan) -> dict[str, list[dict[str, str]]]:
             files.append({"src": f"{base}/{proc.unit_file}",
                           "dest": f"{plan.spec.unit_dir}/{proc.unit_file}", "mode": "0644"})
             files.append({"src": f"{base}/{proc.unit}.env", "dest": proc.env_file, "mode": "0600"})
+            if proc.secret_file:
+                files.append({"src": f"{base}/{proc.unit}.secret.env", "dest": proc.secret_file, "mode": "0600"})
         for cfg in plan.config_files:
             out.setdefault(cfg.host, []).append(
                 {"src": f"{_base(plan, cfg.host)}/{cfg.name}", "dest": cfg.dest, "mode": cfg.mode})
@@ -306,6 +318,8 @@ def render(fleet: FleetPlan) -> dict[str, str]:
             base = _base(plan, proc.host)
             files[f"{base}/{proc.unit_file}"] = render_unit(plan, proc)
             files[f"{base}/{proc.unit}.env"] = render_env_file(plan, proc)
+            if proc.secret_file:
+                files[f"{base}/{proc.unit}.secret.env"] = render_secret_file(proc)
             if proc.runtime == "docker":
                 files[f"{base}/{proc.unit}.docker.json"] = _json(proc.exec_argv)
         for cfg in plan.config_files:

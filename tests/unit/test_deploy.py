@@ -117,6 +117,7 @@ def test_units_info_reads_every_rendered_unit(example):
             assert info["env_file"] == proc["env_file"]
             assert info["container"] == proc["container"]
             assert info["kind"] == ("router" if proc["kind"] == "router" else
+                                    "watchdog" if proc["kind"] == "watchdog" else
                                     "mooncake" if proc["kind"].startswith("mooncake") else "engine")
 
 

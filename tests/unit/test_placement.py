@@ -68,7 +68,8 @@ def place(engine: CorpusEngine, deployment: dict, hosts: list[str], **kw: Any) -
 
 
 def by_unit(fleet: P.FleetPlan) -> dict[str, P.Process]:
-    return {p.unit: p for d in fleet.deployments for p in d.processes}
+    """Every process except the group watchdogs (tested on their own)."""
+    return {p.unit: p for d in fleet.deployments for p in d.processes if p.kind != "watchdog"}
 
 
 def filled(value: Any, mapping: dict[str, str]) -> Any:

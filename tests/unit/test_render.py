@@ -29,7 +29,8 @@ EXAMPLE_NAMES = ("single_node_tp", "multi_node_tp_pp", "pd_cluster")
 SYSTEMD_ANALYZE = shutil.which("systemd-analyze")
 #: Executables a deploy target has once the image/router/Mooncake roles ran.
 TARGET_EXECUTABLES = ("/usr/bin/docker", "/usr/bin/dockerd", "/opt/vllm-router/bin/vllm-router",
-                      "/opt/mooncake/bin/mooncake_master", "/opt/mooncake/bin/python3")
+                      "/opt/mooncake/bin/mooncake_master", "/opt/mooncake/bin/python3",
+                      "/usr/local/libexec/vllm-fleet/vllm-group-watchdog")
 
 
 # --------------------------------------------------------------------------------------
@@ -262,21 +263,38 @@ def test_env_files_hold_the_environment_and_are_0600(fleet_files):
             body = [line for line in files[path].splitlines() if not line.startswith("#")]
             keys = [line.split("=", 1)[0] for line in body]
             if plan.spec.container_profile == "hardened" or proc.kind != "engine":
-                assert keys == list(proc.env) + sorted(proc.secret_env)
+                assert keys == list(proc.env)
             else:  # upstream keeps the recipe's -e flags; the file adds the per-node rest
-                assert keys == [k for k in proc.env if k not in proc.recipe_env_keys] + sorted(proc.secret_env)
+                assert keys == [k for k in proc.env if k not in proc.recipe_env_keys]
+            assert not set(keys) & set(proc.secret_env)  # secrets live in the .secret.env file
     assert all(R.file_mode(p) == 0o644 for p in files if not p.endswith(".env"))
 
 
-def test_secrets_only_in_env_files():
+def test_secrets_only_in_the_secret_file():
+    """Secrets live only in the 0600 .secret.env file, sourced inside the container at start.
+
+    Not in the unit, the docker argv, the plain env file (``--env-file`` values are part of
+    the container config that ``docker inspect`` shows) nor plan.json.
+    """
     files = R.render(VARIANT_FLEETS["secrets"]())
+    secret_files = [p for p in files if p.endswith(".secret.env")]
+    assert len(secret_files) == 1
     for path, text in files.items():
-        if path.endswith(".env"):
+        if path in secret_files:
+            assert R.file_mode(path) == 0o600
             assert "VLLM_API_KEY=sk-UNIT-TEST-SECRET" in text and "HF_TOKEN=hf_UNIT_TEST_TOKEN" in text
         else:
             assert "sk-UNIT-TEST-SECRET" not in text and "hf_UNIT_TEST_TOKEN" not in text, path
     unit = next(t for p, t in files.items() if p.endswith(".service"))
     assert "--api-key" not in unit  # the recipe's `--api-key $API_KEY` became VLLM_API_KEY
+    argv = parse_exec(unit)
+    image = argv.index("--entrypoint")
+    assert argv[image:image + 2] == ["--entrypoint", "/bin/sh"]
+    mount = argv[argv.index("--entrypoint") - 1]
+    assert mount == "/etc/vllm-fleet/fleet/vllm-fleet.secret.env:/run/vllm-fleet/secret.env:ro"
+    shim = argv[argv.index("-c") + 1]
+    assert shim.startswith("set -a && . /run/vllm-fleet/secret.env") and shim.endswith('exec "$@"')
+    assert argv[argv.index("-c") + 2:argv.index("-c") + 5] == ["vllm-fleet-secrets", "vllm", "serve"]
     plan = json.loads(files["plan.json"])
     (proc,) = plan["deployments"]["fleet"]["processes"]
     assert proc["secret_env_keys"] == ["HF_TOKEN", "VLLM_API_KEY"]
@@ -434,7 +452,7 @@ def test_demo_plans_are_the_recipes_own_argv_with_placeholders_filled(name, sele
     engine = {p.name: p for p in resolution.processes}
     hostvars, _groups = inventory_vars(EXAMPLES / name / "inventory.yml")
     fleet = example_fleet(name)
-    procs = {p.unit: p for d in fleet.deployments for p in d.processes}
+    procs = {p.unit: p for d in fleet.deployments for p in d.processes if p.kind != "watchdog"}
     assert set(procs) == set(names)
     address = {h: v["ansible_host"] for h, v in hostvars.items()}
     ranks = {}

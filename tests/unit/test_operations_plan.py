@@ -1,0 +1,111 @@
+"""Plan pieces the operations playbooks consume: replicas behind a router, rollout batches,
+group watchdogs of multi-node groups (docs/operations.md). Built with the real engine on the
+seed recipe (zai-org/GLM-5.3-Flash)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils import _placement as P
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._inventory import InventoryError
+
+RECIPE = "zai-org/GLM-5.3-Flash"
+
+
+def fleet_of(deployment: dict[str, Any], hosts: dict[str, dict[str, Any]], group: str = "g") -> P.FleetPlan:
+    hostvars = {}
+    for index, (host, extra) in enumerate(hosts.items()):
+        hostvars[host] = {"ansible_host": f"10.9.0.{index + 1}", "vllm_fabric_interface": "ens5",
+                          "vllm_deployment": deployment, **extra}
+    groups = {"all": list(hosts), "ungrouped": [], group: list(hosts)}
+    return P.build_plan(hostvars, groups, P.engine_factory())
+
+
+def replicas_fleet(count: int = 2, **extra: Any) -> P.FleetPlan:
+    deployment = {"recipe": RECIPE, "hardware": "h200", "strategy": "single_node_tp", "replicas": count,
+                  "router": {"policy": "round_robin"}, **extra}
+    hosts: dict[str, dict[str, Any]] = {f"e{i}": {} for i in range(count)}
+    hosts["lb"] = {"vllm_pd_role": "router"}
+    return fleet_of(deployment, hosts)
+
+
+def test_replicas_are_independent_copies_behind_a_round_robin_router():
+    (plan,) = replicas_fleet(3).deployments
+    engines = [p for p in plan.processes if p.kind == "engine"]
+    assert [(p.unit, p.host, p.role, p.instance) for p in engines] == [
+        ("vllm-g-r0", "e0", "replica", 0), ("vllm-g-r1", "e1", "replica", 1), ("vllm-g-r2", "e2", "replica", 2)]
+    # every copy runs the same (single-node) argv; each is its own restart group
+    assert len({tuple(p.argv) for p in engines}) == 1
+    assert len({p.restart_group for p in engines}) == 3
+    (router,) = [p for p in plan.processes if p.kind == "router"]
+    assert router.host == "lb"
+    urls = [p.health_url.removesuffix("/health") for p in engines]
+    assert router.argv == ["vllm-router", "--host", "0.0.0.0", "--port", "30000", "--policy", "round_robin",
+                           "--worker-urls", *urls]
+    assert plan.endpoint == "http://10.9.0.4:30000"
+
+
+def test_replicas_roll_one_at_a_time_drained_from_the_router():
+    data = P.plan_to_dict(replicas_fleet(2))
+    batches = data["deployments"]["g"]["rollout"]
+    assert [b["name"] for b in batches] == ["g/replica0", "g/replica1", "g/router"]
+    first = batches[0]
+    assert first["hosts"] == ["e0"] and first["groups"] == ["g/replica0"]
+    assert first["drain"] == {"router_host": "lb", "router_url": "http://10.9.0.3:30000",
+                              "worker_url": "http://10.9.0.1:8000"}
+    (probe,) = first["probes"]
+    assert probe["completions_url"] == "http://10.9.0.1:8000/v1/completions"
+    assert probe["model"] == "zai-org/GLM-5.3-Flash"
+    assert batches[2]["drain"] is None and batches[2]["probes"] == []
+    # what a failed batch's rollback restores: the replica's unit and env file on its host only
+    assert first["files"] == {"e0": ["/etc/systemd/system/vllm-g-r0.service", "/etc/vllm-fleet/g/vllm-g-r0.env"]}
+    assert batches[2]["files"] == {"lb": ["/etc/systemd/system/vllm-g-router.service",
+                                          "/etc/vllm-fleet/g/router.json", "/etc/vllm-fleet/g/vllm-g-router.env"]}
+
+
+def test_multi_node_group_rolls_as_one_batch_and_gets_a_watchdog_per_rank():
+    deployment = {"recipe": RECIPE, "hardware": "h200", "strategy": "multi_node_tp_pp",
+                  "unit": {"watchdog_interval": 2, "watchdog_grace": 7}}
+    fleet = fleet_of(deployment, {"n0": {}, "n1": {}})
+    (plan,) = fleet.deployments
+    dogs = [p for p in plan.processes if p.kind == "watchdog"]
+    ranks = [p for p in plan.processes if p.kind == "engine"]
+    assert sorted(d.unit for d in dogs) == ["vllm-g-rank0-watchdog", "vllm-g-rank1-watchdog"]
+    head = next(p for p in ranks if p.role == "head")
+    for dog in dogs:
+        rank = next(p for p in ranks if p.host == dog.host)
+        assert dog.exec_argv == [P.WATCHDOG_BINARY, "--unit", rank.unit_file, "--head-url", head.health_url,
+                                 "--interval", "2", "--grace", "7",
+                                 "--state-file", f"/run/vllm-fleet/{rank.unit}.watchdog.json"]
+        assert dog.restart_group == rank.restart_group and dog.start_order > head.start_order
+        assert dog.ports == [] and dog.gpus == []
+    (batch,) = P.plan_to_dict(fleet)["deployments"]["g"]["rollout"]
+    assert batch["hosts"] == ["n0", "n1"] and batch["groups"] == ["g"] and batch["drain"] is None
+
+
+def test_watchdogs_can_be_turned_off():
+    deployment = {"recipe": RECIPE, "hardware": "h200", "strategy": "multi_node_tp_pp",
+                  "unit": {"watchdog": False}}
+    (plan,) = fleet_of(deployment, {"n0": {}, "n1": {}}).deployments
+    assert not [p for p in plan.processes if p.kind == "watchdog"]
+
+
+def test_single_copy_has_no_router_and_one_batch():
+    deployment = {"recipe": RECIPE, "hardware": "h200", "strategy": "single_node_tp"}
+    fleet = fleet_of(deployment, {"a": {}})
+    (batch,) = P.plan_to_dict(fleet)["deployments"]["g"]["rollout"]
+    assert batch["hosts"] == ["a"] and batch["drain"] is None and len(batch["probes"]) == 1
+
+
+@pytest.mark.parametrize("deployment, hosts, key", [
+    ({"replicas": 3}, {"a": {}, "b": {}}, "vllm_deployment[g].replicas"),
+    ({}, {"a": {}, "b": {}}, "vllm_deployment[g].group"),
+    ({"replicas": 2, "router": {"policy": "fastest"}}, {"a": {}, "b": {}}, "router.policy"),
+])
+def test_bad_replica_declarations_name_the_key(deployment, hosts, key):
+    base = {"recipe": RECIPE, "hardware": "h200", "strategy": "single_node_tp"}
+    with pytest.raises(InventoryError) as caught:
+        fleet_of({**base, **deployment}, hosts)
+    assert key in str(caught.value)
