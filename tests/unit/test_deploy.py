@@ -16,8 +16,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -49,14 +47,19 @@ def _example_fleet(name):
 # vllm_plan: what the roles read
 # --------------------------------------------------------------------------------------
 
-def _run_playbook(tmp_path, inventory, tasks):
+def _playbook_command(tmp_path, inventory, tasks):
+    """argv and environment of ansible-playbook running ``tasks`` on localhost."""
     playbook = tmp_path / "play.yml"
     playbook.write_text(yaml.safe_dump([{"hosts": "localhost", "connection": "local", "gather_facts": False,
                                          "tasks": tasks}]))
     env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(REPO / ".collections"), ANSIBLE_NOCOLOR="1")
-    return subprocess.run([str(BIN / "ansible-playbook"), "-i", str(inventory), str(playbook),
-                           "-e", "ansible_python_interpreter=" + sys.executable],
-                          capture_output=True, text=True, env=env, check=False, cwd=tmp_path)
+    return [str(BIN / "ansible-playbook"), "-i", str(inventory), str(playbook),
+            "-e", "ansible_python_interpreter=" + sys.executable], env
+
+
+def _run_playbook(tmp_path, inventory, tasks):
+    argv, env = _playbook_command(tmp_path, inventory, tasks)
+    return subprocess.run(argv, capture_output=True, text=True, env=env, check=False, cwd=tmp_path)
 
 
 def test_vllm_plan_returns_contents_and_per_host_files(tmp_path):
@@ -246,22 +249,25 @@ def test_progress_action_prints_while_the_job_runs(tmp_path):
     steps = [{"state": "running", "bytes": 0, "elapsed_s": 0}, {"state": "running", "bytes": 1048576, "elapsed_s": 2},
              {"state": "done", "bytes": 2097152, "elapsed_s": 3}]
     status.write_text(json.dumps(steps[0]))
-
-    def job():
-        for step in steps[1:]:
-            time.sleep(2.5)
-            status.write_text(json.dumps(step))
-
-    writer = threading.Thread(target=job)
-    writer.start()
-    try:
-        result = _run_playbook(tmp_path, "localhost,", [
-            {"vllm_fleet.recipes.vllm_progress": {"path": str(status), "label": "job", "interval": 1, "timeout": 60},
-             "register": "r"},
-            {"ansible.builtin.assert": {"that": ["r.status.state == 'done'", "r.polls >= 2"]}},
-        ])
-    finally:
-        writer.join()
+    argv, env = _playbook_command(tmp_path, "localhost,", [
+        {"vllm_fleet.recipes.vllm_progress": {"path": str(status), "label": "job", "interval": 1, "timeout": 60},
+         "register": "r"},
+        {"ansible.builtin.assert": {"that": ["r.status.state == 'done'", "r.polls >= 2"]}},
+    ])
+    # The job moves to its next step once the action has shown the current one, not on a
+    # clock: ansible-playbook may take seconds to start on a busy machine (pytest-xdist,
+    # `make test` beside the molecule scenarios), and the job must not be done by then.
+    shown_before_next_step = ["[localhost] job: running 0 B", "[localhost] job: running 1.0 MiB"]
+    output = []
+    with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+                          cwd=tmp_path) as proc:
+        for line in proc.stdout:
+            output.append(line)
+            if shown_before_next_step and line.startswith(shown_before_next_step[0]):
+                shown_before_next_step.pop(0)
+                steps.pop(0)
+                status.write_text(json.dumps(steps[0]))
+    result = subprocess.CompletedProcess(argv, proc.returncode, "".join(output), "")
     assert result.returncode == 0, result.stdout + result.stderr
     assert "[localhost] job: running 1.0 MiB" in result.stdout
     assert "[localhost] job: done 2.0 MiB" in result.stdout
