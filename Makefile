@@ -2,7 +2,8 @@
 #
 #   make venv        .venv with everything Python needs (skipped when requirements are unchanged)
 #   make demo        run tools/demo.py
-#   make test        unit -> conformance -> sanity -> lint (what CI runs)
+#   make test        two stages at once (what CI runs): static (unit -> conformance ->
+#                    sanity -> lint) beside integration (molecule); logs in tests/output/test/
 #
 # Every step is its own target; `make help` lists them. docs/development.md explains
 # each one, which ansible-test sanity tests run and why some are skipped.
@@ -20,6 +21,10 @@ PYTHON        ?= python3
 VENV          ?= .venv
 SHARED        ?= ../shared
 PYTEST_ARGS   ?=
+# pytest-xdist workers for `make unit` (-n): logical = one per CPU; 0 runs in one process.
+PYTEST_WORKERS ?= logical
+# worksteal: idle workers take queued tests from busy ones (the suite's durations are uneven).
+PYTEST_DIST    ?= worksteal
 SANITY_ARGS   ?=
 LINT_ARGS     ?=
 # ansible-core's controller Python for `ansible-test sanity --python`.
@@ -56,7 +61,7 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 SANITY_SKIP := pslint import
 
 .PHONY: help venv collection-link collections unit conformance sanity sanity-main \
-        sanity-import ansible-test-pip lint test demo build clean distclean
+        sanity-import ansible-test-pip lint static test demo build clean distclean
 
 help: ## list targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-16s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -116,12 +121,45 @@ $(BUNDLE_STAMP): | venv
 	@touch $@
 
 # ---------------------------------------------------------------------------
-# Test steps (`make test` runs them in this order)
+# Test steps
 # ---------------------------------------------------------------------------
-test: unit conformance sanity lint ## everything CI runs
+# `make test` runs two stages at the same time (tests/infra/parallel.sh), each
+# into its own log, tests/output/test/<stage>.log, printed when the stage ends:
+#   integration  the molecule scenarios: long, and mostly waiting on docker;
+#   static       STATIC_STEPS one after another, at nice STATIC_NICE, so the
+#                scenarios (health gates, timeouts) keep the CPUs they ask for.
+# TEST_PARALLEL=0 runs static, then integration, in the foreground instead.
+STATIC_STEPS  ?= unit conformance sanity lint
+STATIC_NICE   ?= 10
+TEST_PARALLEL ?= 1
+TEST_LOG_DIR  ?= tests/output/test
+# Lines of a passed stage's log to print (a failed stage prints its whole log); 0: whole logs.
+TEST_LOG_TAIL ?= 40
 
-unit: venv collections ## pytest on tests/
-	$(VPY) -m pytest $(PYTEST_ARGS)
+ifeq ($(TEST_PARALLEL),0)
+test: static integration
+else
+# venv and collections first: the two stages must not both install them.
+test: venv collections ## everything CI runs: static and integration (at once; TEST_PARALLEL=0: in turn)
+	tests/infra/parallel.sh --log-dir $(TEST_LOG_DIR) --tail $(TEST_LOG_TAIL) \
+		integration '$(MAKE) integration' \
+		static 'nice -n $(STATIC_NICE) $(MAKE) static'
+endif
+
+# Every step runs even when one before it failed (like `make -k`); the failed ones are named.
+static: ## unit, conformance, sanity, lint in turn (STATIC_STEPS; no docker)
+	@rc=0; failed=""; times=""; \
+	for step in $(STATIC_STEPS); do \
+		start=$$SECONDS; \
+		$(MAKE) $$step || { rc=1; failed="$$failed $$step"; }; \
+		times="$$times $$step=$$((SECONDS - start))s"; \
+	done; \
+	echo "static: step durations:$$times"; \
+	if [ $$rc -ne 0 ]; then echo "static: FAILED steps:$$failed" >&2; else echo "static: passed: $(STATIC_STEPS)"; fi; \
+	exit $$rc
+
+unit: venv collections ## pytest on tests/ (PYTEST_WORKERS=logical processes, pytest-xdist)
+	$(VPY) -m pytest $(if $(filter-out 0,$(PYTEST_WORKERS)),-n $(PYTEST_WORKERS) --dist $(PYTEST_DIST)) $(PYTEST_ARGS)
 
 conformance: venv collection-link ## replay the upstream command-synthesis corpus and the seed recipe
 	@if [ ! -d "$(SHARED)" ]; then \
@@ -218,7 +256,7 @@ distclean: clean ## also remove .venv and download caches
 #
 #   make infra                       start dockerd, registry, Hub stand-in; build + push images (cached)
 #   make molecule SCENARIO=smoke     one scenario (MOLECULE_CMD=converge|verify|destroy|login ... too)
-#   make integration                 every scenario under tests/molecule/ (part of `make test`)
+#   make integration                 the scenarios in MOLECULE_SCENARIOS, in turn (part of `make test`)
 #   make infra-down                  stop the daemons `make infra` started
 
 # molecule, molecule-plugins[docker], pytest-testinfra, vllm-router.
@@ -228,9 +266,38 @@ LINT_PATHS += $(wildcard tests/molecule)
 
 SCENARIO          ?= smoke
 MOLECULE_CMD      ?= test
-MOLECULE_SCENARIOS ?= $(sort $(patsubst tests/molecule/%/molecule.yml,%,$(wildcard tests/molecule/*/molecule.yml)))
+# What `make integration` (and so `make test`) runs, longest first. smoke is not in
+# the list; it stays runnable alone: make molecule SCENARIO=smoke.
+MOLECULE_SCENARIOS ?= replicas pd_cluster multi_node
+# NAME=STANDIN: where tests/molecule/NAME/ does not exist (a branch from before it),
+# run STANDIN in its place; any other missing scenario is skipped with a warning.
+MOLECULE_FALLBACKS ?= replicas=single_node
 
 .PHONY: infra infra-down infra-status molecule integration
+
+# run_scenarios,LABEL,SCENARIOS: `molecule test` of each scenario in turn; all run even
+# when one fails; prints each one's duration and names the failed ones.
+define run_scenarios
+rc=0; failed=""; ran=""; times=""; \
+for s in $(2); do \
+	if [ ! -f "tests/molecule/$$s/molecule.yml" ]; then \
+		fb=""; for m in $(MOLECULE_FALLBACKS); do [ "$${m%%=*}" != "$$s" ] || fb="$${m#*=}"; done; \
+		if [ -n "$$fb" ] && [ -f "tests/molecule/$$fb/molecule.yml" ]; then \
+			echo "$(1): WARNING: tests/molecule/$$s/ does not exist; running $$fb in its place"; s=$$fb; \
+		else \
+			echo "$(1): WARNING: tests/molecule/$$s/ does not exist; skipped"; continue; \
+		fi; \
+	fi; \
+	case " $$ran " in *" $$s "*) continue ;; esac; \
+	start=$$SECONDS; \
+	tests/infra/molecule.sh "$$s" test || { rc=1; failed="$$failed $$s"; }; \
+	ran="$$ran $$s"; times="$$times $$s=$$((SECONDS - start))s"; \
+done; \
+[ -n "$$ran" ] || echo "$(1): WARNING: none of $(strip $(2)) exists; no scenario ran"; \
+echo "$(1): scenario durations:$$times"; \
+if [ $$rc -ne 0 ]; then echo "$(1): FAILED scenarios:$$failed" >&2; else echo "$(1): passed:$$ran"; fi; \
+exit $$rc
+endef
 
 infra: ## dockerd + local registry + Hub stand-in up; test images built and pushed (cached)
 	tests/infra/infra.sh up
@@ -244,29 +311,16 @@ infra-status: ## daemons of the test infrastructure and image recipe hashes
 molecule: venv collections infra ## one scenario: make molecule SCENARIO=smoke [MOLECULE_CMD=test]
 	tests/infra/molecule.sh $(SCENARIO) $(MOLECULE_CMD)
 
-integration: venv collections infra ## `molecule test` of every scenario under tests/molecule/
-	@rc=0; failed=""; \
-	for s in $(MOLECULE_SCENARIOS); do \
-		tests/infra/molecule.sh $$s test || { rc=1; failed="$$failed $$s"; }; \
-	done; \
-	if [ $$rc -ne 0 ]; then echo "integration: FAILED scenarios:$$failed" >&2; else echo "integration: passed: $(MOLECULE_SCENARIOS)"; fi; \
-	exit $$rc
-
-# The README's test command covers the integration scenarios too.
-test: integration
+integration: venv collections infra ## `molecule test` of MOLECULE_SCENARIOS in turn (part of `make test`)
+	@$(call run_scenarios,integration,$(MOLECULE_SCENARIOS))
 
 # --- deploy scenarios ---------------------------------------------------------
-# The deploy roles' molecule scenarios (docs/deploy.md, "Tests"): single_node, multi_node
+# The deploy roles' molecule scenarios (docs/deploy.md, "Tests"): replicas, multi_node
 # (3 hosts) and pd_cluster (prefill, decode, router). `make integration` (part of `make test`)
-# already runs them with every other scenario; this target runs only these.
-DEPLOY_SCENARIOS ?= single_node multi_node pd_cluster
+# runs them too; this target runs only these.
+DEPLOY_SCENARIOS ?= replicas pd_cluster multi_node
 
 .PHONY: deploy-scenarios
 
 deploy-scenarios: venv collections infra ## molecule test of the deploy-role scenarios only
-	@rc=0; failed=""; \
-	for s in $(DEPLOY_SCENARIOS); do \
-		tests/infra/molecule.sh $$s test || { rc=1; failed="$$failed $$s"; }; \
-	done; \
-	if [ $$rc -ne 0 ]; then echo "deploy-scenarios: FAILED:$$failed" >&2; else echo "deploy-scenarios: passed: $(DEPLOY_SCENARIOS)"; fi; \
-	exit $$rc
+	@$(call run_scenarios,deploy-scenarios,$(DEPLOY_SCENARIOS))
