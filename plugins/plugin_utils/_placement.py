@@ -93,8 +93,10 @@ ORDER_HEAD = 20
 ORDER_ROUTER = 30
 ORDER_WATCHDOG = 40
 
-#: The group watchdog the engine role installs on every multi-node rank host.
+#: The group watchdog the engine role installs on every multi-node rank host (run by python3:
+#: every host Ansible manages has it).
 WATCHDOG_BINARY = "/usr/local/libexec/vllm-fleet/vllm-group-watchdog"
+WATCHDOG_PYTHON = "/usr/bin/python3"
 
 
 class PlacementError(InventoryError):
@@ -889,7 +891,7 @@ class _DeploymentPlacer:
             if head is None or len(members) < 2:
                 continue
             for proc in members:
-                argv = [WATCHDOG_BINARY, "--unit", proc.unit_file, "--head-url", head.health_url or "",
+                argv = [WATCHDOG_PYTHON, WATCHDOG_BINARY, "--unit", proc.unit_file, "--head-url", head.health_url or "",
                         "--interval", str(unit_spec.watchdog_interval),
                         "--grace", str(unit_spec.watchdog_grace),
                         "--state-file", f"/run/vllm-fleet/{proc.unit}.watchdog.json"]

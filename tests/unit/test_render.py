@@ -30,7 +30,7 @@ SYSTEMD_ANALYZE = shutil.which("systemd-analyze")
 #: Executables a deploy target has once the image/router/Mooncake roles ran.
 TARGET_EXECUTABLES = ("/usr/bin/docker", "/usr/bin/dockerd", "/opt/vllm-router/bin/vllm-router",
                       "/opt/mooncake/bin/mooncake_master", "/opt/mooncake/bin/python3",
-                      "/usr/local/libexec/vllm-fleet/vllm-group-watchdog")
+                      "/usr/bin/python3")
 
 
 # --------------------------------------------------------------------------------------
