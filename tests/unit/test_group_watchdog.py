@@ -1,0 +1,127 @@
+"""The group watchdog (roles/engine/files/vllm-group-watchdog) as a real process.
+
+It polls a real local HTTP endpoint standing in for the group head's /health; ``systemctl`` is
+a recording script first on PATH. The watchdog must restart its rank only after the head was
+healthy and then failed for longer than the grace period, once per outage.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+WATCHDOG = Path(__file__).resolve().parents[2] / "roles" / "engine" / "files" / "vllm-group-watchdog"
+
+
+class Head:
+    """A /health endpoint whose answer the test flips."""
+
+    def __init__(self) -> None:
+        self.healthy = False
+        head = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):  # pylint: disable=arguments-differ
+                pass
+
+            def do_GET(self):  # pylint: disable=invalid-name
+                self.send_response(200 if head.healthy else 503)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/health"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+
+@pytest.fixture
+def head():
+    server = Head()
+    yield server
+    server.server.shutdown()
+
+
+def fake_systemctl(tmp_path: Path) -> Path:
+    calls = tmp_path / "calls"
+    script = tmp_path / "bin" / "systemctl"
+    script.parent.mkdir()
+    script.write_text(f'#!/bin/sh\necho "$*" >> {calls}\n[ "$1" = show ] && echo active\nexit 0\n')
+    script.chmod(0o755)
+    return calls
+
+
+def restarts(calls: Path) -> list[str]:
+    if not calls.exists():
+        return []
+    return [line for line in calls.read_text().splitlines() if line.startswith("restart")]
+
+
+def wait_for(predicate, timeout: float = 10.0) -> bool:
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_restarts_the_rank_once_per_head_outage_and_never_during_a_load(tmp_path, head):
+    calls = fake_systemctl(tmp_path)
+    state = tmp_path / "state.json"
+    env = dict(os.environ, PATH=f"{tmp_path / 'bin'}:{os.environ['PATH']}")
+    proc = subprocess.Popen([sys.executable, str(WATCHDOG), "--unit", "vllm-x-rank1.service", "--head-url", head.url,
+                             "--interval", "0.1", "--grace", "0.5", "--state-file", str(state)],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        # a long model load: the head was never healthy, so nothing happens
+        time.sleep(1.5)
+        assert restarts(calls) == []
+        assert json.loads(state.read_text())["armed"] is False
+        # healthy: armed
+        head.healthy = True
+        assert wait_for(lambda: json.loads(state.read_text())["armed"] is True)
+        # the head dies: one restart after the grace period, then disarmed while it is down
+        head.healthy = False
+        assert wait_for(lambda: len(restarts(calls)) == 1)
+        assert restarts(calls) == ["restart --no-block vllm-x-rank1.service"]
+        time.sleep(1.5)
+        assert len(restarts(calls)) == 1
+        record = json.loads(state.read_text())
+        assert record["armed"] is False and record["restarts"] == 1 and "unhealthy" in record["reason"]
+        # back, then down again: a second restart
+        head.healthy = True
+        assert wait_for(lambda: json.loads(state.read_text())["armed"] is True)
+        head.healthy = False
+        assert wait_for(lambda: len(restarts(calls)) == 2)
+    finally:
+        proc.terminate()
+        output, _ = proc.communicate(timeout=10)
+    assert "restarting vllm-x-rank1.service so the group forms again" in output
+
+
+def test_a_short_blip_inside_the_grace_period_restarts_nothing(tmp_path, head):
+    calls = fake_systemctl(tmp_path)
+    state = tmp_path / "state.json"
+    env = dict(os.environ, PATH=f"{tmp_path / 'bin'}:{os.environ['PATH']}")
+    head.healthy = True
+    proc = subprocess.Popen([sys.executable, str(WATCHDOG), "--unit", "u.service", "--head-url", head.url,
+                             "--interval", "0.1", "--grace", "2", "--state-file", str(state)],
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        assert wait_for(lambda: state.exists() and json.loads(state.read_text())["armed"] is True)
+        head.healthy = False
+        time.sleep(0.8)
+        head.healthy = True
+        time.sleep(1.0)
+        assert restarts(calls) == []
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
