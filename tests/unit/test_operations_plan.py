@@ -109,3 +109,22 @@ def test_bad_replica_declarations_name_the_key(deployment, hosts, key):
     with pytest.raises(InventoryError) as caught:
         fleet_of({**base, **deployment}, hosts)
     assert key in str(caught.value)
+
+
+def test_secret_shim_exports_the_file_and_execs_the_program(tmp_path):
+    """The container shim, run by a real /bin/sh: secrets (quoted as rendered) reach the program's
+    environment, and the program is exec'd with its argv unchanged."""
+    import subprocess
+
+    from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils import _container, _render
+
+    secret = "sk-with spaces'and$dollar"
+    proc = P.Process(deployment="d", unit="u", kind="engine", role="single", host="h", address="10.0.0.1",
+                     secret_env={"VLLM_API_KEY": secret})
+    path = tmp_path / "secret.env"
+    path.write_text(_render.render_secret_file(proc))
+    shim = _container.SECRET_SHIM.replace(_container.SECRET_MOUNT, str(path))
+    out = subprocess.run(["/bin/sh", "-c", shim, "vllm-fleet-secrets", "/bin/sh", "-c",
+                          'printf "%s|%s" "$VLLM_API_KEY" "$1"', "prog", "first arg"],
+                         capture_output=True, text=True, check=True, env={"PATH": "/usr/bin:/bin"})
+    assert out.stdout == f"{secret}|first arg"
