@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Run test stages at the same time, each into its own log, and report each one
-# as it ends. `make test` runs its two stages with it (docs/development.md, "CI"):
+# as it ends. `make test` runs its two stages with it (docs/development.md, "make test"):
 #
 #   tests/infra/parallel.sh [--log-dir DIR] [--tail N] [--heartbeat S] NAME 'COMMAND' [NAME 'COMMAND']...
 #
@@ -15,12 +15,17 @@
 # SIGINT/SIGTERM are passed on to those groups.
 set -Euo pipefail
 
+if ((BASH_VERSINFO[0] * 100 + BASH_VERSINFO[1] < 501)); then
+    echo "parallel: needs bash >= 5.1 (wait -n -p); this is $BASH_VERSION" >&2
+    exit 2
+fi
+
 LOG_DIR=tests/output/test
 TAIL=40
 HEARTBEAT=120
 
 usage() {
-    sed -n '4p' "$0" | sed 's/^#  *//' >&2
+    echo "usage: $0 [--log-dir DIR] [--tail N] [--heartbeat S] NAME 'COMMAND' [NAME 'COMMAND']..." >&2
     exit 2
 }
 
