@@ -894,6 +894,7 @@ class _DeploymentPlacer:
                 argv = [WATCHDOG_PYTHON, WATCHDOG_BINARY, "--unit", proc.unit_file, "--head-url", head.health_url or "",
                         "--interval", str(unit_spec.watchdog_interval),
                         "--grace", str(unit_spec.watchdog_grace),
+                        "--rearm-after", str(self.start_timeout),
                         "--state-file", f"/run/vllm-fleet/{proc.unit}.watchdog.json"]
                 dog = Process(deployment=self.decl.name, unit=f"{proc.unit}-watchdog", kind="watchdog",
                               role="watchdog", host=proc.host, address=proc.address, rank=proc.rank,

@@ -50,10 +50,13 @@ def head():
 
 
 def fake_systemctl(tmp_path: Path) -> Path:
+    """A recording systemctl; ``show`` prints the content of tmp_path/invocation (else 'active')."""
     calls = tmp_path / "calls"
     script = tmp_path / "bin" / "systemctl"
     script.parent.mkdir()
-    script.write_text(f'#!/bin/sh\necho "$*" >> {calls}\n[ "$1" = show ] && echo active\nexit 0\n')
+    invocation = tmp_path / "invocation"
+    script.write_text(f'#!/bin/sh\necho "$*" >> {calls}\n'
+                      f'[ "$1" = show ] && {{ cat {invocation} 2>/dev/null || echo active; }}\nexit 0\n')
     script.chmod(0o755)
     return calls
 
@@ -125,3 +128,27 @@ def test_a_short_blip_inside_the_grace_period_restarts_nothing(tmp_path, head):
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+
+
+def test_a_rank_systemd_already_restarted_is_left_alone(tmp_path, head):
+    """The head died and systemd restarted it: its watchdog must not restart it a second time."""
+    calls = fake_systemctl(tmp_path)
+    (tmp_path / "invocation").write_text("first\n")
+    state = tmp_path / "state.json"
+    env = dict(os.environ, PATH=f"{tmp_path / 'bin'}:{os.environ['PATH']}")
+    head.healthy = True
+    proc = subprocess.Popen([sys.executable, str(WATCHDOG), "--unit", "head.service", "--head-url", head.url,
+                             "--interval", "0.1", "--grace", "0.5", "--rearm-after", "1.5", "--state-file", str(state)],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        assert wait_for(lambda: state.exists() and json.loads(state.read_text())["invocation"] == "first")
+        head.healthy = False
+        (tmp_path / "invocation").write_text("second\n")  # systemd restarted the unit
+        assert wait_for(lambda: "already restarted" in (json.loads(state.read_text())["reason"] or ""))
+        assert restarts(calls) == []
+        # the group never forms: after --rearm-after the rank is restarted after all
+        assert wait_for(lambda: len(restarts(calls)) == 1, timeout=5)
+    finally:
+        proc.terminate()
+        output = proc.communicate(timeout=10)[0]
+    assert "already restarted since (by systemd)" in output and "has not formed" in output
