@@ -156,6 +156,7 @@ import os
 import re
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.vllm_fleet.recipes.plugins.module_utils.systemd_show import parse_show
 
 #: Environment keys whose values are never reported.
 SECRET_KEY = re.compile(r"TOKEN|SECRET|PASSWORD|API_KEY|KEY$", re.IGNORECASE)
@@ -491,19 +492,6 @@ def container_drift(process, container, image_info=None, local_image_id=None, lo
 # --------------------------------------------------------------------------------------
 # host processes (systemd + /proc)
 # --------------------------------------------------------------------------------------
-
-def parse_show(text):
-    """``systemctl show`` output for several units: Id -> properties."""
-    states = {}
-    for block in text.strip().split("\n\n"):
-        props = {}
-        for line in block.splitlines():
-            key, _sep, value = line.partition("=")
-            props[key] = value
-        if props.get("Id"):
-            states[props["Id"]] = props
-    return states
-
 
 def host_argv_matches(exec_start, cmdline):
     """True when ``/proc/PID/cmdline`` is the planned argv (a script's interpreter may come first)."""

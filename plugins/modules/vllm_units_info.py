@@ -143,6 +143,7 @@ import os
 import re
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.vllm_fleet.recipes.plugins.module_utils.systemd_show import parse_show
 
 MANAGED_HEADER = "# Managed by vllm_fleet.recipes"
 _HEADER_FIELDS = re.compile(r"(\w+)=(\S*)")
@@ -185,19 +186,6 @@ def parse_unit(path, text):
     else:
         info["kind"] = "engine"
     return info
-
-
-def parse_show(text):
-    """``systemctl show`` output for several units: Id -> properties."""
-    states = {}
-    for block in text.strip().split("\n\n"):
-        props = {}
-        for line in block.splitlines():
-            key, _sep, value = line.partition("=")
-            props[key] = value
-        if props.get("Id"):
-            states[props["Id"]] = props
-    return states
 
 
 def file_mode(path):
