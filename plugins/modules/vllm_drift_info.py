@@ -156,7 +156,7 @@ import os
 import re
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.vllm_fleet.recipes.plugins.module_utils.systemd_show import parse_show
+from ansible_collections.vllm_fleet.recipes.plugins.module_utils._systemd_show import parse_show
 
 #: Environment keys whose values are never reported.
 SECRET_KEY = re.compile(r"TOKEN|SECRET|PASSWORD|API_KEY|KEY$", re.IGNORECASE)

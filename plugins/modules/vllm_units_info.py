@@ -143,7 +143,7 @@ import os
 import re
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.vllm_fleet.recipes.plugins.module_utils.systemd_show import parse_show
+from ansible_collections.vllm_fleet.recipes.plugins.module_utils._systemd_show import parse_show
 
 MANAGED_HEADER = "# Managed by vllm_fleet.recipes"
 _HEADER_FIELDS = re.compile(r"(\w+)=(\S*)")

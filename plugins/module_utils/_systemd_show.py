@@ -1,6 +1,10 @@
 # Copyright: (c) 2026, vllm_fleet maintainers
 # Apache License 2.0 (see LICENSE)
-"""Parsing of ``systemctl show`` output, shared by the modules that read unit state."""
+"""Parsing of ``systemctl show`` output, shared by the modules that read unit state.
+
+PRIVATE to the vllm_fleet.recipes collection: not a public API, may change
+without notice. Other collections must not import it.
+"""
 
 from __future__ import annotations
 
