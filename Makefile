@@ -311,8 +311,29 @@ infra-status: ## daemons of the test infrastructure and image recipe hashes
 molecule: venv collections infra ## one scenario: make molecule SCENARIO=smoke [MOLECULE_CMD=test]
 	tests/infra/molecule.sh $(SCENARIO) $(MOLECULE_CMD)
 
-integration: venv collections infra ## `molecule test` of MOLECULE_SCENARIOS in turn (part of `make test`)
-	@$(call run_scenarios,integration,$(MOLECULE_SCENARIOS))
+# Two lanes at once (CI time): the scenarios of MOLECULE_SCENARIOS that are also in
+# MOLECULE_LANE_B run in turn beside the others. Lanes never share hosts, lock
+# (MOLECULE_LOCK) or Hub stand-in (vllm_test_hub_port 5081 in those scenarios' molecule.yml);
+# they share the registry and the test network. INTEGRATION_LANES=1: all in one lane.
+MOLECULE_LANE_B   ?= pd_cluster multi_node
+INTEGRATION_LANES ?= 2
+LANE_B_SCENARIOS  := $(filter $(MOLECULE_LANE_B),$(MOLECULE_SCENARIOS))
+LANE_A_SCENARIOS  := $(filter-out $(MOLECULE_LANE_B),$(MOLECULE_SCENARIOS))
+LANE_B_LOG        := tests/output/test/integration-lane-b.log
+
+integration: venv collections infra ## `molecule test` of MOLECULE_SCENARIOS (two lanes at once; part of `make test`)
+	@if [ "$(INTEGRATION_LANES)" != 2 ] || [ -z "$(strip $(LANE_B_SCENARIOS))" ] || [ -z "$(strip $(LANE_A_SCENARIOS))" ]; then \
+		$(call run_scenarios,integration,$(MOLECULE_SCENARIOS)); \
+	fi; \
+	mkdir -p $(dir $(LANE_B_LOG)); export VLLM_FLEET_KEEP_NETWORK=1; \
+	echo "integration: lane A: $(strip $(LANE_A_SCENARIOS)); lane B (log $(LANE_B_LOG)): $(strip $(LANE_B_SCENARIOS))"; \
+	( sleep 20; export MOLECULE_LOCK=molecule-lane-b; $(call run_scenarios,integration lane B,$(LANE_B_SCENARIOS)) ) >$(LANE_B_LOG) 2>&1 & lane_b=$$!; \
+	( $(call run_scenarios,integration lane A,$(LANE_A_SCENARIOS)) ); rc_a=$$?; \
+	wait $$lane_b; rc_b=$$?; \
+	echo "================ integration lane B ($(LANE_B_LOG))"; cat $(LANE_B_LOG); \
+	grep -h "scenario durations" $(LANE_B_LOG) || true; \
+	if [ $$rc_a -ne 0 ] || [ $$rc_b -ne 0 ]; then echo "integration: FAILED (lane A exit $$rc_a, lane B exit $$rc_b)" >&2; exit 1; fi; \
+	echo "integration: passed, both lanes"
 
 # --- deploy scenarios ---------------------------------------------------------
 # The deploy roles' molecule scenarios (docs/deploy.md, "Tests"): replicas, multi_node

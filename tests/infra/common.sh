@@ -16,7 +16,10 @@ INFRA_DIR=${VLLM_FLEET_INFRA_DIR:-/var/tmp/vllm-fleet-infra}
 TEST_GATEWAY=172.30.99.1
 REGISTRY_PORT=5000
 # The Hugging Face Hub stand-in (tests/infra/hub_standin.py), HF_ENDPOINT for test hosts.
-HUB_PORT=5080
+# The Hub stand-in's port: 5080 (lane A), 5081 for the second integration lane (each lane's
+# scenarios reset and read their own byte counters: tests/molecule/*/molecule.yml vllm_test_hub_port).
+HUB_PORT=${VLLM_FLEET_HUB_PORT:-5080}
+HUB_STATE=$([ "$HUB_PORT" = 5080 ] && echo hub || echo "hub-$HUB_PORT")
 HUB_FROM_HOSTS=http://$TEST_GATEWAY:$HUB_PORT
 # The registry as seen from this machine and from inside a test host.
 REGISTRY_LOCAL=localhost:$REGISTRY_PORT

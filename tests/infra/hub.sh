@@ -5,6 +5,7 @@
 #   tests/infra/hub.sh stop     stop the one `start` started (by its recorded pid)
 #   tests/infra/hub.sh status   exit 0 when http://127.0.0.1:5080/_standin/stats answers
 #   tests/infra/hub.sh pid      print the pid `start` recorded (empty when it started none)
+#   VLLM_FLEET_HUB_PORT=5081 tests/infra/hub.sh start    the second lane's instance
 #
 # Test hosts reach it as http://172.30.99.1:5080 (HF_ENDPOINT). It serves any repo
 # id at revisions `main` and `v2`; tests read and zero its byte counter with
@@ -18,8 +19,8 @@ LOG_TAG=hub
 hub_answers() { http_ok "http://127.0.0.1:$HUB_PORT/_standin/stats"; }
 
 start() {
-    start_daemon "hub stand-in (0.0.0.0:$HUB_PORT)" "$INFRA_DIR/hub.pid" "$INFRA_DIR/hub.log" 15 hub_answers \
+    start_daemon "hub stand-in (0.0.0.0:$HUB_PORT)" "$INFRA_DIR/$HUB_STATE.pid" "$INFRA_DIR/$HUB_STATE.log" 15 hub_answers \
         python3 "$INFRA_SRC/hub_standin.py" --host 0.0.0.0 --port "$HUB_PORT" --revision main --revision v2
 }
 
-daemon_main hub "$INFRA_DIR/hub.pid" hub_answers start "${1:-}"
+daemon_main "$HUB_STATE" "$INFRA_DIR/$HUB_STATE.pid" hub_answers start "${1:-}"

@@ -23,6 +23,8 @@ up() {
         "$INFRA_SRC"/$step
         log "step '$step' took $((SECONDS - t)) s"
     done
+    # the second integration lane's Hub stand-in (Makefile MOLECULE_LANE_B)
+    VLLM_FLEET_HUB_PORT=5081 "$INFRA_SRC/hub.sh" start
     log "up in $((SECONDS - start)) s: registry $REGISTRY_FROM_HOSTS, Hub stand-in $HUB_FROM_HOSTS (as seen from test hosts)"
 }
 
@@ -33,6 +35,7 @@ down() {
         log "WARNING: $leftover molecule test host(s) still exist (make molecule SCENARIO=... MOLECULE_CMD=destroy)"
     fi
     "$INFRA_SRC/hub.sh" stop
+    VLLM_FLEET_HUB_PORT=5081 "$INFRA_SRC/hub.sh" stop
     "$INFRA_SRC/registry.sh" stop
     "$INFRA_SRC/dockerd.sh" stop
 }
@@ -42,6 +45,7 @@ status() {
     "$INFRA_SRC/dockerd.sh" status || rc=1
     "$INFRA_SRC/registry.sh" status || rc=1
     "$INFRA_SRC/hub.sh" status || rc=1
+    VLLM_FLEET_HUB_PORT=5081 "$INFRA_SRC/hub.sh" status || rc=1
     if [ "$rc" -eq 0 ]; then
         "$INFRA_SRC/images.sh" status
     fi
