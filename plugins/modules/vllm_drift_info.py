@@ -505,6 +505,18 @@ def host_argv_matches(exec_start, cmdline):
     return cut > 0 and cmdline[cut:] == tail and planned[0] in cmdline[:cut]
 
 
+def retitled(cmdline):
+    """True when /proc/PID/cmdline is a rewritten process title ('vllm::router   '), not an argv:
+    one string that is not an absolute path (units always start an absolute path with arguments)."""
+    return len(cmdline) == 1 and not cmdline[0].startswith("/")
+
+
+def exec_start_argv(value):
+    """The argv of systemd's ``ExecStart`` property (``{ path=... ; argv[]=A B C ; ... }``)."""
+    match = re.search(r"argv\[\]=(.*?) ;", value or "")
+    return match.group(1).split() if match else None
+
+
 def host_process_drift(process, props, cmdline=None, environ=None):
     """Drift of a process systemd runs directly: unit state, argv and env of its main PID."""
     unit = process["unit"]
@@ -599,7 +611,7 @@ def check_host_processes(module, processes):
     systemctl = module.get_bin_path("systemctl")
     if not systemctl:
         return found, diffs, [{"unit": p["unit"], "reason": "systemctl not found"} for p in processes]
-    cmd = [systemctl, "show", "--property=Id,ActiveState,SubState,MainPID"] + [p["unit"] for p in processes]
+    cmd = [systemctl, "show", "--property=Id,ActiveState,SubState,MainPID,ExecStart"] + [p["unit"] for p in processes]
     rc, out, err = module.run_command(cmd)
     if rc != 0:
         reason = "systemctl show failed (rc %d): %s" % (rc, err.strip())
@@ -613,6 +625,10 @@ def check_host_processes(module, processes):
             cmdline = read_proc_list(pid, "cmdline")
             environ = read_proc_list(pid, "environ")
             environ = parse_env(environ) if environ is not None else None
+        if cmdline is not None and retitled(cmdline):
+            # the process rewrote its title (vllm-router shows 'vllm::router'): what systemd
+            # started it with is the best evidence left
+            cmdline = exec_start_argv(props.get("ExecStart", "")) or cmdline
         entries, process_diffs = host_process_drift(process, props, cmdline, environ)
         found += entries
         diffs += process_diffs

@@ -526,3 +526,17 @@ def test_drift_playbook_end_to_end(tmp_path):
 
     failing = _play(tmp_path, inventory, "-e", "vllm_drift_fail=true")
     assert failing.returncode != 0 and "DRIFT on hosts: node-a (see the table above)" in failing.stdout
+
+
+def test_a_rewritten_process_title_falls_back_to_systemds_exec_start():
+    """vllm-router sets its title to 'vllm::router': /proc/PID/cmdline is then one padded string,
+    and the drift check compares what systemd started instead (no false argv drift)."""
+    assert D.retitled(["vllm::router" + " " * 40])
+    assert not D.retitled(["/opt/vllm-router/bin/vllm-router", "--port", "30000"])
+    exec_start = ("{ path=/opt/vllm-router/bin/vllm-router ; argv[]=/opt/vllm-router/bin/vllm-router --host 0.0.0.0 "
+                  "--port 30000 ; ignore_errors=no ; start_time=[n/a] ; stop_time=[n/a] ; pid=0 ; code=(null) ; "
+                  "status=0/0 }")
+    argv = D.exec_start_argv(exec_start)
+    assert argv == ["/opt/vllm-router/bin/vllm-router", "--host", "0.0.0.0", "--port", "30000"]
+    assert D.host_argv_matches(argv, argv)
+    assert not D.host_argv_matches(["/opt/vllm-router/bin/vllm-router", "--port", "30001"], argv)
