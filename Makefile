@@ -328,10 +328,10 @@ integration: venv collections infra ## `molecule test` of MOLECULE_SCENARIOS (tw
 	mkdir -p $(dir $(LANE_B_LOG)); export VLLM_FLEET_KEEP_NETWORK=1; \
 	echo "integration: lane A: $(strip $(LANE_A_SCENARIOS)); lane B (log $(LANE_B_LOG)): $(strip $(LANE_B_SCENARIOS))"; \
 	( sleep 20; export MOLECULE_LOCK=molecule-lane-b; $(call run_scenarios,integration lane B,$(LANE_B_SCENARIOS)) ) >$(LANE_B_LOG) 2>&1 & lane_b=$$!; \
-	( $(call run_scenarios,integration lane A,$(LANE_A_SCENARIOS)) ); rc_a=$$?; \
-	wait $$lane_b; rc_b=$$?; \
+	rc_a=0; ( $(call run_scenarios,integration lane A,$(LANE_A_SCENARIOS)) ) || rc_a=$$?; \
+	rc_b=0; wait $$lane_b || rc_b=$$?; \
 	echo "================ integration lane B ($(LANE_B_LOG))"; cat $(LANE_B_LOG); \
-	grep -h "scenario durations" $(LANE_B_LOG) || true; \
+	grep -ah "scenario durations" $(LANE_B_LOG) || true; \
 	if [ $$rc_a -ne 0 ] || [ $$rc_b -ne 0 ]; then echo "integration: FAILED (lane A exit $$rc_a, lane B exit $$rc_b)" >&2; exit 1; fi; \
 	echo "integration: passed, both lanes"
 
