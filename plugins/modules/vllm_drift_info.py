@@ -506,9 +506,11 @@ def host_argv_matches(exec_start, cmdline):
 
 
 def retitled(cmdline):
-    """True when /proc/PID/cmdline is a rewritten process title ('vllm::router   '), not an argv:
-    one string that is not an absolute path (units always start an absolute path with arguments)."""
-    return len(cmdline) == 1 and not cmdline[0].startswith("/")
+    """True when /proc/PID/cmdline is a rewritten process title ('vllm::router   '), not an argv.
+
+    Units always start an absolute path, so a real argv starts with '/'; a title does not.
+    """
+    return not cmdline or not cmdline[0].startswith("/")
 
 
 def exec_start_argv(value):
