@@ -269,9 +269,6 @@ MOLECULE_CMD      ?= test
 # What `make integration` (and so `make test`) runs, longest first. smoke is not in
 # the list; it stays runnable alone: make molecule SCENARIO=smoke.
 MOLECULE_SCENARIOS ?= replicas pd_cluster multi_node
-# NAME=STANDIN: where tests/molecule/NAME/ does not exist (a branch from before it),
-# run STANDIN in its place; any other missing scenario is skipped with a warning.
-MOLECULE_FALLBACKS ?= replicas=single_node
 
 .PHONY: infra infra-down infra-status molecule integration
 
@@ -281,12 +278,7 @@ define run_scenarios
 rc=0; failed=""; ran=""; times=""; \
 for s in $(2); do \
 	if [ ! -f "tests/molecule/$$s/molecule.yml" ]; then \
-		fb=""; for m in $(MOLECULE_FALLBACKS); do [ "$${m%%=*}" != "$$s" ] || fb="$${m#*=}"; done; \
-		if [ -n "$$fb" ] && [ -f "tests/molecule/$$fb/molecule.yml" ]; then \
-			echo "$(1): WARNING: tests/molecule/$$s/ does not exist; running $$fb in its place"; s=$$fb; \
-		else \
-			echo "$(1): WARNING: tests/molecule/$$s/ does not exist; skipped"; continue; \
-		fi; \
+		echo "$(1): WARNING: tests/molecule/$$s/ does not exist; skipped"; continue; \
 	fi; \
 	case " $$ran " in *" $$s "*) continue ;; esac; \
 	start=$$SECONDS; \
