@@ -1538,12 +1538,16 @@ def rollout_batches(plan: DeploymentPlan) -> list[dict[str, Any]]:
                     out[cfg.host].add(cfg.dest)
         return {host: sorted(paths) for host, paths in sorted(out.items())}
 
+    def kinds(procs: Iterable[Process]) -> list[str]:
+        """The process kinds a batch restarts: the roles skip the installs of other kinds."""
+        return sorted({p.kind for p in procs})
+
     replicas = sorted((p for p in plan.processes if p.role == "replica"), key=lambda p: p.instance or 0)
     router = next((p for p in plan.processes if p.kind == "router"), None)
     if not replicas:
         groups = sorted({p.restart_group for p in plan.processes})
-        return [{"name": plan.name, "groups": groups, "hosts": plan.hosts, "drain": None,
-                 "probes": probes(plan.processes), "files": files(plan.processes, True)}]
+        return [{"name": plan.name, "groups": groups, "kinds": kinds(plan.processes), "hosts": plan.hosts,
+                 "drain": None, "probes": probes(plan.processes), "files": files(plan.processes, True)}]
     batches: list[dict[str, Any]] = []
     for proc in replicas:
         members = [p for p in plan.processes if p.restart_group == proc.restart_group]
@@ -1551,11 +1555,11 @@ def rollout_batches(plan: DeploymentPlan) -> list[dict[str, Any]]:
         if router is not None and router.health_url and proc.health_url:
             drain = {"router_host": router.host, "router_url": router.health_url[:-len("/health")],
                      "worker_url": proc.health_url[:-len("/health")]}
-        batches.append({"name": proc.restart_group, "groups": [proc.restart_group],
+        batches.append({"name": proc.restart_group, "groups": [proc.restart_group], "kinds": kinds(members),
                         "hosts": sorted({p.host for p in members}), "drain": drain,
                         "probes": probes(members), "files": files(members, False)})
     if router is not None:
-        batches.append({"name": router.restart_group, "groups": [router.restart_group],
+        batches.append({"name": router.restart_group, "groups": [router.restart_group], "kinds": ["router"],
                         "hosts": [router.host], "drain": None, "probes": [],
                         "files": files([router], True)})
     return batches

@@ -53,6 +53,7 @@ def test_replicas_roll_one_at_a_time_drained_from_the_router():
     assert [b["name"] for b in batches] == ["g/replica0", "g/replica1", "g/router"]
     first = batches[0]
     assert first["hosts"] == ["e0"] and first["groups"] == ["g/replica0"]
+    assert [b["kinds"] for b in batches] == [["engine"], ["engine"], ["router"]]
     assert first["drain"] == {"router_host": "lb", "router_url": "http://10.9.0.3:30000",
                               "worker_url": "http://10.9.0.1:8000"}
     (probe,) = first["probes"]
@@ -83,6 +84,7 @@ def test_multi_node_group_rolls_as_one_batch_and_gets_a_watchdog_per_rank():
         assert dog.ports == [] and dog.gpus == []
     (batch,) = P.plan_to_dict(fleet)["deployments"]["g"]["rollout"]
     assert batch["hosts"] == ["n0", "n1"] and batch["groups"] == ["g"] and batch["drain"] is None
+    assert batch["kinds"] == ["engine", "watchdog"]
 
 
 def test_watchdogs_can_be_turned_off():
