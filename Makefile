@@ -256,7 +256,7 @@ distclean: clean ## also remove .venv and download caches
 #
 #   make infra                       start dockerd, registry, Hub stand-in; build + push images (cached)
 #   make molecule SCENARIO=smoke     one scenario (MOLECULE_CMD=converge|verify|destroy|login ... too)
-#   make integration                 the scenarios in MOLECULE_SCENARIOS, in turn (part of `make test`)
+#   make integration                 the scenarios of MOLECULE_LANES, lanes at once (part of `make test`)
 #   make infra-down                  stop the daemons `make infra` started
 
 # molecule, molecule-plugins[docker], pytest-testinfra, vllm-router.
@@ -266,9 +266,9 @@ LINT_PATHS += $(wildcard tests/molecule)
 
 SCENARIO          ?= smoke
 MOLECULE_CMD      ?= test
-# What `make integration` (and so `make test`) runs, longest first. smoke is not in
-# the list; it stays runnable alone: make molecule SCENARIO=smoke.
-MOLECULE_SCENARIOS ?= replicas pd_cluster multi_node
+# What `make integration` (and so `make test`) runs: the scenarios of MOLECULE_LANES (below).
+# smoke is not among them; it stays runnable alone: make molecule SCENARIO=smoke.
+MOLECULE_SCENARIOS = $(subst +, ,$(MOLECULE_LANES))
 
 .PHONY: infra infra-down infra-status molecule integration
 
@@ -303,29 +303,33 @@ infra-status: ## daemons of the test infrastructure and image recipe hashes
 molecule: venv collections infra ## one scenario: make molecule SCENARIO=smoke [MOLECULE_CMD=test]
 	tests/infra/molecule.sh $(SCENARIO) $(MOLECULE_CMD)
 
-# Two lanes at once (CI time): the scenarios of MOLECULE_SCENARIOS that are also in
-# MOLECULE_LANE_B run in turn beside the others. Lanes never share hosts, lock
-# (MOLECULE_LOCK) or Hub stand-in (vllm_test_hub_port 5081 in those scenarios' molecule.yml);
-# they share the registry and the test network. INTEGRATION_LANES=1: all in one lane.
-MOLECULE_LANE_B   ?= pd_cluster multi_node
-INTEGRATION_LANES ?= 2
-LANE_B_SCENARIOS  := $(filter $(MOLECULE_LANE_B),$(MOLECULE_SCENARIOS))
-LANE_A_SCENARIOS  := $(filter-out $(MOLECULE_LANE_B),$(MOLECULE_SCENARIOS))
-LANE_B_LOG        := tests/output/test/integration-lane-b.log
+# Lanes at once (CI time): every word of MOLECULE_LANES is a lane, and all lanes start
+# together (20 s apart); `a+b` runs b after a in one lane. Scenarios of different lanes never
+# share test hosts, Hub stand-in (vllm_test_hub_port in their molecule.yml) or molecule lock
+# (one per Hub stand-in, tests/infra/molecule.sh); they share the registry and the test
+# network. Each lane logs to tests/output/test/integration-lane-N.log, printed at the end.
+# INTEGRATION_SERIAL=1: every scenario in turn, in the foreground.
+MOLECULE_LANES     ?= replicas pd_cluster multi_node
+INTEGRATION_SERIAL ?= 0
 
-integration: venv collections infra ## `molecule test` of MOLECULE_SCENARIOS (two lanes at once; part of `make test`)
-	@if [ "$(INTEGRATION_LANES)" != 2 ] || [ -z "$(strip $(LANE_B_SCENARIOS))" ] || [ -z "$(strip $(LANE_A_SCENARIOS))" ]; then \
+integration: venv collections infra ## `molecule test` of MOLECULE_SCENARIOS (MOLECULE_LANES at once; part of `make test`)
+	@if [ "$(INTEGRATION_SERIAL)" = 1 ]; then \
 		$(call run_scenarios,integration,$(MOLECULE_SCENARIOS)); \
 	fi; \
-	mkdir -p $(dir $(LANE_B_LOG)); export VLLM_FLEET_KEEP_NETWORK=1; \
-	echo "integration: lane A: $(strip $(LANE_A_SCENARIOS)); lane B (log $(LANE_B_LOG)): $(strip $(LANE_B_SCENARIOS))"; \
-	( sleep 20; export MOLECULE_LOCK=molecule-lane-b; $(call run_scenarios,integration lane B,$(LANE_B_SCENARIOS)) ) >$(LANE_B_LOG) 2>&1 & lane_b=$$!; \
-	rc_a=0; ( $(call run_scenarios,integration lane A,$(LANE_A_SCENARIOS)) ) || rc_a=$$?; \
-	rc_b=0; wait $$lane_b || rc_b=$$?; \
-	echo "================ integration lane B ($(LANE_B_LOG))"; cat $(LANE_B_LOG); \
-	grep -ah "scenario durations" $(LANE_B_LOG) || true; \
-	if [ $$rc_a -ne 0 ] || [ $$rc_b -ne 0 ]; then echo "integration: FAILED (lane A exit $$rc_a, lane B exit $$rc_b)" >&2; exit 1; fi; \
-	echo "integration: passed, both lanes"
+	mkdir -p $(TEST_LOG_DIR); export VLLM_FLEET_KEEP_NETWORK=1; \
+	n=0; pids=(); logs=(); \
+	for lane in $(MOLECULE_LANES); do \
+		log=$(TEST_LOG_DIR)/integration-lane-$$((n + 1)).log; \
+		echo "integration: lane $$((n + 1)): $${lane//+/, then } (log $$log)"; \
+		( sleep $$((n * 20)); $(call run_scenarios,integration lane $$((n + 1)),$${lane//+/ }) ) >"$$log" 2>&1 & \
+		pids+=($$!); logs+=("$$log"); n=$$((n + 1)); \
+	done; \
+	failed=""; \
+	for i in "$${!pids[@]}"; do wait "$${pids[$$i]}" || failed="$$failed $$((i + 1))"; done; \
+	for log in "$${logs[@]}"; do echo "================ $$log"; cat "$$log"; done; \
+	grep -ah "scenario durations" "$${logs[@]}" || true; \
+	if [ -n "$$failed" ]; then echo "integration: FAILED lane(s):$$failed" >&2; exit 1; fi; \
+	echo "integration: passed, all $$n lanes"
 
 # --- deploy scenarios ---------------------------------------------------------
 # The deploy roles' molecule scenarios (docs/deploy.md, "Tests"): replicas, multi_node

@@ -16,8 +16,10 @@ INFRA_DIR=${VLLM_FLEET_INFRA_DIR:-/var/tmp/vllm-fleet-infra}
 TEST_GATEWAY=172.30.99.1
 REGISTRY_PORT=5000
 # The Hugging Face Hub stand-in (tests/infra/hub_standin.py), HF_ENDPOINT for test hosts.
-# The Hub stand-in's port: 5080 (lane A), 5081 for the second integration lane (each lane's
-# scenarios reset and read their own byte counters: tests/molecule/*/molecule.yml vllm_test_hub_port).
+# One Hub stand-in per port of HUB_PORTS: a scenario names its own (vllm_test_hub_port in
+# tests/molecule/*/molecule.yml; 5080 by default) because it resets and reads that stand-in's
+# byte counters. Scenarios on different ports may run at once (Makefile MOLECULE_LANES).
+HUB_PORTS=(5080 5081 5082)
 HUB_PORT=${VLLM_FLEET_HUB_PORT:-5080}
 HUB_STATE=$([ "$HUB_PORT" = 5080 ] && echo hub || echo "hub-$HUB_PORT")
 HUB_FROM_HOSTS=http://$TEST_GATEWAY:$HUB_PORT

@@ -5,7 +5,8 @@
 #   tests/infra/hub.sh stop     stop the one `start` started (by its recorded pid)
 #   tests/infra/hub.sh status   exit 0 when http://127.0.0.1:5080/_standin/stats answers
 #   tests/infra/hub.sh pid      print the pid `start` recorded (empty when it started none)
-#   VLLM_FLEET_HUB_PORT=5081 tests/infra/hub.sh start    the second lane's instance
+#   tests/infra/hub.sh ports    print the ports of every instance the test scenarios use
+#   VLLM_FLEET_HUB_PORT=5081 tests/infra/hub.sh start    the instance on port 5081
 #
 # Test hosts reach it as http://172.30.99.1:5080 (HF_ENDPOINT). It serves any repo
 # id at revisions `main` and `v2`; tests read and zero its byte counter with
@@ -23,4 +24,8 @@ start() {
         python3 "$INFRA_SRC/hub_standin.py" --host 0.0.0.0 --port "$HUB_PORT" --revision main --revision v2
 }
 
+if [ "${1:-}" = ports ]; then
+    echo "${HUB_PORTS[*]}"
+    exit 0
+fi
 daemon_main "$HUB_STATE" "$INFRA_DIR/$HUB_STATE.pid" hub_answers start "${1:-}"

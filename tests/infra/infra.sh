@@ -17,14 +17,17 @@ LOG_TAG=infra
 
 up() {
     local start=$SECONDS step t
-    for step in "dockerd.sh start" "registry.sh start" "images.sh build" "images.sh push" "hub.sh start"; do
+    local port
+    for step in "dockerd.sh start" "registry.sh start" "images.sh build" "images.sh push"; do
         t=$SECONDS
         # shellcheck disable=SC2086  # "script action"
         "$INFRA_SRC"/$step
         log "step '$step' took $((SECONDS - t)) s"
     done
-    # the second integration lane's Hub stand-in (Makefile MOLECULE_LANE_B)
-    VLLM_FLEET_HUB_PORT=5081 "$INFRA_SRC/hub.sh" start
+    # one Hub stand-in per port the scenarios name (HUB_PORTS, common.sh)
+    for port in "${HUB_PORTS[@]}"; do
+        VLLM_FLEET_HUB_PORT=$port "$INFRA_SRC/hub.sh" start
+    done
     log "up in $((SECONDS - start)) s: registry $REGISTRY_FROM_HOSTS, Hub stand-in $HUB_FROM_HOSTS (as seen from test hosts)"
 }
 
@@ -34,18 +37,21 @@ down() {
     if [ "$leftover" -gt 0 ]; then
         log "WARNING: $leftover molecule test host(s) still exist (make molecule SCENARIO=... MOLECULE_CMD=destroy)"
     fi
-    "$INFRA_SRC/hub.sh" stop
-    VLLM_FLEET_HUB_PORT=5081 "$INFRA_SRC/hub.sh" stop
+    local port
+    for port in "${HUB_PORTS[@]}"; do
+        VLLM_FLEET_HUB_PORT=$port "$INFRA_SRC/hub.sh" stop
+    done
     "$INFRA_SRC/registry.sh" stop
     "$INFRA_SRC/dockerd.sh" stop
 }
 
 status() {
-    local rc=0
+    local rc=0 port
     "$INFRA_SRC/dockerd.sh" status || rc=1
     "$INFRA_SRC/registry.sh" status || rc=1
-    "$INFRA_SRC/hub.sh" status || rc=1
-    VLLM_FLEET_HUB_PORT=5081 "$INFRA_SRC/hub.sh" status || rc=1
+    for port in "${HUB_PORTS[@]}"; do
+        VLLM_FLEET_HUB_PORT=$port "$INFRA_SRC/hub.sh" status || rc=1
+    done
     if [ "$rc" -eq 0 ]; then
         "$INFRA_SRC/images.sh" status
     fi

@@ -70,7 +70,9 @@ run() {
     return "$rc"
 }
 
-# One lock per integration lane (MOLECULE_LOCK; Makefile MOLECULE_LANE_B): lanes run different
-# host names and Hub stand-ins, so they may overlap; scenarios of one lane never do.
-take_lock "${MOLECULE_LOCK:-molecule}"
+# One lock per Hub stand-in (MOLECULE_LOCK overrides): scenarios that share one (smoke and
+# replicas on 5080) never overlap, and neither do two runs of one scenario (same host names);
+# scenarios on different Hub stand-ins (Makefile MOLECULE_LANES) run at once.
+HUB_PORT_OF_SCENARIO=$(sed -n 's/^ *vllm_test_hub_port: *\([0-9][0-9]*\).*/\1/p' "tests/molecule/$SCENARIO/molecule.yml" | head -n 1)
+take_lock "${MOLECULE_LOCK:-molecule-hub-${HUB_PORT_OF_SCENARIO:-5080}}"
 run "$@"
