@@ -130,3 +130,19 @@ def test_secret_shim_exports_the_file_and_execs_the_program(tmp_path):
                           'printf "%s|%s" "$VLLM_API_KEY" "$1"', "prog", "first arg"],
                          capture_output=True, text=True, check=True, env={"PATH": "/usr/bin:/bin"})
     assert out.stdout == f"{secret}|first arg"
+
+
+def test_pd_pools_and_their_router_roll_as_one_batch():
+    from test_render import example_fleet  # pylint: disable=import-outside-toplevel
+    fleet = example_fleet("pd_cluster")
+    for name, dep in P.plan_to_dict(fleet)["deployments"].items():
+        processes = dep["processes"]
+        (batch,) = dep["rollout"]
+        assert batch["name"] == name and batch["drain"] is None
+        assert batch["groups"] == sorted({p["restart_group"] for p in processes})
+        assert batch["hosts"] == sorted({p["host"] for p in processes})
+        assert "router" in batch["kinds"] and "engine" in batch["kinds"]
+        # every prefill and decode engine is probed with a one-token completion, the router is not
+        engines = [p for p in processes if p["kind"] == "engine" and p["health_url"]]
+        assert sorted(probe["unit"] for probe in batch["probes"]) == sorted(p["unit"] for p in engines)
+        assert {p.get("pool") for p in engines} >= {"prefill", "decode"}
