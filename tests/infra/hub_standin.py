@@ -147,10 +147,12 @@ class Hub:
         self.lock = threading.Lock()
         self.cache: dict[tuple[str, str], FakeRepo] = {}
         self.fault: dict | None = None
+        self.generation = 0  # bumped by reset(): a request that began before it is not counted
         self.reset()
 
     def reset(self) -> None:
         with self.lock:
+            self.generation += 1
             self.fault = None
             self.required_token = self.startup_token
             self.stats = {"total_bytes": 0, "files": {}, "gets": {}, "requests": [], "request_count": 0,
@@ -169,8 +171,10 @@ class Hub:
                 return candidate
         return None
 
-    def record(self, entry: dict, file_key: str | None, sent: int) -> None:
+    def record(self, entry: dict, file_key: str | None, sent: int, generation: int) -> None:
         with self.lock:
+            if generation != self.generation:
+                return  # answered before a reset, recorded after it: not this round's traffic
             self.stats["request_count"] += 1
             self.stats["auth"]["with_header" if entry["auth"] else "without_header"] += 1
             if file_key is not None and entry["method"] == "GET":
@@ -200,6 +204,10 @@ class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     hub: Hub  # set by make_server()
 
+    def parse_request(self) -> bool:
+        self.generation = self.hub.generation  # the counters this request belongs to
+        return super().parse_request()
+
     def log_message(self, format, *args):  # pylint: disable=redefined-builtin
         pass  # one line per request is written by finish_request_log()
 
@@ -209,7 +217,7 @@ class Handler(BaseHTTPRequestHandler):
         auth = "Authorization" in self.headers
         entry = {"method": self.command, "path": urlsplit(self.path).path, "status": status, "bytes": sent,
                  "range": byte_range, "auth": auth, "client": self.client_address[0], "time": time.time()}
-        self.hub.record(entry, file_key, sent)
+        self.hub.record(entry, file_key, sent, self.generation)
         print("hub-standin: %s %s %s %d bytes=%d range=%s auth=%s" % (
             entry["client"], self.command, entry["path"], status, sent, byte_range or "-", "yes" if auth else "no"),
             file=sys.stderr, flush=True)

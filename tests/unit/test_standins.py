@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import http.client
+import importlib.util
 import json
 import os
 import shutil
@@ -562,6 +563,21 @@ def test_hub_api_shapes(hub):
     assert get_json(hub.port, "/api/models/other/repo/revision/main")["sha"] != info["sha"]
 
 
+def test_hub_reset_drops_requests_that_began_before_it():
+    """A request answered just before a reset is recorded after it: it must not count."""
+    spec = importlib.util.spec_from_file_location("hub_standin_module", HUB)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    hub = module.Hub(["org/tiny"], ["main"], (64,), None)
+    entry = {"method": "GET", "path": "/api/models/org/tiny/tree/x", "auth": False}
+    before = hub.generation
+    hub.reset()
+    hub.record(dict(entry), None, 0, before)
+    assert hub.stats["request_count"] == 0 and hub.stats["auth"]["without_header"] == 0
+    hub.record(dict(entry), None, 0, hub.generation)
+    assert hub.stats["request_count"] == 1 and hub.stats["auth"]["without_header"] == 1
+
+
 def test_hub_shards_are_valid_safetensors(hub):
     status, _headers, raw = request(hub.port, "GET", "/org/tiny/resolve/main/model-00002-of-00002.safetensors")
     assert status == 200
@@ -582,7 +598,11 @@ def test_hf_download_then_rerun_fetches_nothing(hub, tmp_path):
     assert stats["files"] == {"org/tiny/" + name: size for name, size in files.items()}
     assert stats["total_bytes"] == sum(files.values())
     assert set(stats["gets"].values()) == {1}
-    assert stats["auth"]["without_header"] <= 1  # only the best-effort /api/agent-harnesses probe
+    # Every request carries the token, except huggingface_hub's best-effort agent-registry probe
+    # (sent once or twice, racing between its threads).
+    unauthenticated = {r["path"] for r in stats["requests"] if not r["auth"]}
+    assert unauthenticated <= {"/api/agent-harnesses"}, unauthenticated
+    assert stats["auth"]["with_header"] > 0
     snap = snapshot_dir(cache)
     assert {p.name: p.stat().st_size for p in snap.iterdir()} == files
 
