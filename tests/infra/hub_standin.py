@@ -12,6 +12,8 @@ Every repository it serves is a small generated fake model (config.json,
 tokenizer files and two few-MiB ``*.safetensors`` shards of deterministic
 bytes; the shards are valid safetensors files). The content depends only on the
 repo id and the revision name, so every run and every host sees the same bytes.
+Repositories named with ``--local-repo ID=DIR`` serve the files of DIR instead:
+the tiny real model that the real vLLM engine loads (tests/infra/tiny_model.py).
 
 Test controls (JSON over HTTP):
 
@@ -136,11 +138,31 @@ class FakeRepo:
         return sum(len(b) for b in self.files.values())
 
 
+class LocalRepo(FakeRepo):
+    """A repository whose files are those of a local directory (a real model); safetensors are LFS files."""
+
+    def __init__(self, repo_id: str, revision: str, directory: str):  # pylint: disable=super-init-not-called
+        self.repo_id = repo_id
+        self.revision = revision
+        self.sha = hashlib.sha1(("hub-standin:%s@%s" % (repo_id, revision)).encode()).hexdigest()
+        names = sorted(n for n in os.listdir(directory) if not n.startswith(".")
+                       and os.path.isfile(os.path.join(directory, n)))
+        if not names:
+            raise FileNotFoundError("--local-repo %s: no files in %s" % (repo_id, directory))
+        self.files = {}
+        for name in names:
+            with open(os.path.join(directory, name), "rb") as handle:
+                self.files[name] = handle.read()
+        self.lfs = {n for n in names if n.endswith(".safetensors")}
+
+
 class Hub:
     """Repositories, counters and faults shared by the request handlers."""
 
-    def __init__(self, repos: list[str], revisions: list[str], shard_kib: tuple[int, ...], required_token: str | None):
-        self.allowed = set(repos)
+    def __init__(self, repos: list[str], revisions: list[str], shard_kib: tuple[int, ...], required_token: str | None,
+                 local_repos: dict[str, str] | None = None):
+        self.local_repos = dict(local_repos or {})
+        self.allowed = set(repos) | set(self.local_repos) if repos else set()
         self.revisions = revisions
         self.shard_kib = shard_kib
         self.startup_token = self.required_token = required_token
@@ -165,7 +187,13 @@ class Hub:
         for name in self.revisions:
             key = (repo_id, name)
             if key not in self.cache:
-                self.cache[key] = FakeRepo(repo_id, name, self.shard_kib)
+                if repo_id in self.local_repos:  # read when first asked for: the directory may come later
+                    try:
+                        self.cache[key] = LocalRepo(repo_id, name, self.local_repos[repo_id])
+                    except OSError:
+                        return None
+                else:
+                    self.cache[key] = FakeRepo(repo_id, name, self.shard_kib)
             candidate = self.cache[key]
             if rev in (name, candidate.sha):
                 return candidate
@@ -393,11 +421,15 @@ def main(argv: list[str] | None = None) -> int:
                         help="revision names each repo has (repeatable; default: main)")
     parser.add_argument("--shard-kib", default=",".join(str(k) for k in DEFAULT_SHARD_KIB),
                         help="sizes of the two safetensors shards in KiB (default %(default)s)")
+    parser.add_argument("--local-repo", action="append", default=[], metavar="ID=DIR",
+                        help="serve repo ID from the files of DIR (repeatable), e.g. the tiny real model")
     args = parser.parse_args(argv)
+    local_repos = dict(item.split("=", 1) for item in args.local_repo)
     shard_kib = tuple(int(k) for k in args.shard_kib.split(","))
     if len(shard_kib) != len(SHARD_NAMES):
         parser.error("--shard-kib needs %d comma-separated sizes, got %r" % (len(SHARD_NAMES), args.shard_kib))
-    hub = Hub(args.repo, args.revision or ["main"], shard_kib, os.environ.get("HUB_STANDIN_REQUIRED_TOKEN") or None)
+    hub = Hub(args.repo, args.revision or ["main"], shard_kib, os.environ.get("HUB_STANDIN_REQUIRED_TOKEN") or None,
+              local_repos)
     server = make_server(hub, args.host, args.port)
     host, port = server.server_address[:2]
     print("hub-standin: listening on http://%s:%d (%s)" % (host, port, NOTE), flush=True)

