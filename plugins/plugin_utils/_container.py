@@ -42,7 +42,7 @@ __all__ = [
 #: Path the vLLM images read the Hugging Face cache from.
 CONTAINER_HF_CACHE = "/root/.cache/huggingface"
 
-HARDENED_VENDORS = ("nvidia", "amd", "ascend")
+HARDENED_VENDORS = ("nvidia", "amd", "ascend", "cpu")
 
 #: Read-only host paths the Ascend runtime needs inside the container (vllm-ascend quick start).
 ASCEND_DRIVER_MOUNTS = (
@@ -62,7 +62,7 @@ class ContainerSpec:
 
     name: str
     image: str
-    #: vendor: nvidia | amd | ascend | tpu | intel
+    #: vendor: nvidia | amd | ascend | cpu (Intel Xeon, the x86 CPU backend) | tpu | intel (XPU)
     vendor: str
     #: The program argv (``vllm serve MODEL ...``), fully placed.
     program_argv: Sequence[str]
@@ -104,6 +104,10 @@ def vendor_flags(vendor: str, *, gpu_runtime: str = "nvidia", host_gpus: Sequenc
     if vendor == "nvidia":
         gpu = ["--device", "nvidia.com/gpu=all"] if gpu_runtime == "cdi" else ["--gpus", "all"]
         return gpu + ["--ipc=host"]
+    if vendor == "cpu":
+        # No devices. vLLM's CPU backend moves tensors between its processes through
+        # /dev/shm: a private one as large as the recipes site's (--shm-size=16g), not the host's IPC.
+        return ["--shm-size", "16g"]
     if vendor == "amd":
         return ["--device", "/dev/kfd", "--device", "/dev/dri", "--group-add", "video", "--ipc=host"]
     if vendor == "ascend":

@@ -186,6 +186,25 @@ class UnitSpec(_Strict):
     watchdog_grace: int = Field(default=30, ge=1, le=86400)
 
 
+class CpuSpec(_Strict):
+    """vLLM's CPU backend (Intel Xeon hardware, generation ``cpu``): the env it reads."""
+
+    #: GiB of host memory for the KV cache of each engine (``VLLM_CPU_KVCACHE_SPACE``).
+    kvcache_space_gb: int = Field(default=40, ge=1, le=65536)
+    #: OpenMP thread binding (``VLLM_CPU_OMP_THREADS_BIND``): ``auto`` (one NUMA node per rank),
+    #: ``nobind``, or CPU lists per rank separated by ``|`` (e.g. ``0-31|32-63``).
+    omp_threads_bind: str = Field(default="auto", pattern=r"^(auto|nobind|[0-9]+(-[0-9]+)?(,[0-9]+(-[0-9]+)?)*"
+                                                          r"(\|[0-9]+(-[0-9]+)?(,[0-9]+(-[0-9]+)?)*)*)$")
+    #: CPUs per rank left to the API server and other threads when binding ``auto``.
+    reserved_cpus: Optional[int] = Field(default=None, ge=0, le=4096)
+
+    def env(self) -> dict[str, str]:
+        out = {"VLLM_CPU_KVCACHE_SPACE": str(self.kvcache_space_gb), "VLLM_CPU_OMP_THREADS_BIND": self.omp_threads_bind}
+        if self.reserved_cpus is not None:
+            out["VLLM_CPU_NUM_OF_RESERVED_CPU"] = str(self.reserved_cpus)
+        return out
+
+
 class DeploymentSpec(_Strict):
     """One ``vllm_deployment`` mapping (see docs/plan.md for every key)."""
 
@@ -217,6 +236,8 @@ class DeploymentSpec(_Strict):
     weights: WeightsSpec = WeightsSpec()
     router: RouterSpec = RouterSpec()
     mooncake: MooncakeSpec = MooncakeSpec()
+    #: CPU backend settings, used on Intel Xeon hardware only (env of every engine process).
+    cpu: CpuSpec = CpuSpec()
     unit: UnitSpec = UnitSpec()
     api_key: Optional[SecretStr] = None
     #: Operator env added to every engine process (after the recipe's env).

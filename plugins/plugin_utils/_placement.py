@@ -390,6 +390,8 @@ def _vendor(profile: Optional[Mapping[str, Any]], hardware_id: Optional[str],
         return "amd"
     if brand == "google" or generation == "tpu" or docker_meta.get("isTpu"):
         return "tpu"
+    if generation == "cpu":
+        return "cpu"
     if brand == "intel" or docker_meta.get("isIntel") or docker_meta.get("isXpu"):
         return "intel"
     return "nvidia"
@@ -652,6 +654,8 @@ class _DeploymentPlacer:
             node_env["UCX_NET_DEVICES"] = hspec.rdma_devices
         if self.spec.rdma and hspec.ib_hca and "NCCL_IB_HCA" not in final_env:
             node_env["NCCL_IB_HCA"] = hspec.ib_hca
+        if self.vendor == "cpu":
+            node_env.update(self.spec.cpu.env())
         if self.spec.weights.mode in ("download", "shared_fs"):
             node_env["HF_HUB_OFFLINE"] = "1"
         if self.spec.weights.endpoint and self.spec.weights.mode == "container":
