@@ -1,8 +1,9 @@
 """The integration-test stand-ins, run as local processes (no Docker needed).
 
 * ``tests/infra/standin/vllm_standin.py``: the inference-engine stand-in behind
-  the ``vllm-standin`` image (argv/env record, OpenAI endpoints, faults, and the
-  multi-node group: head health gate, a dying rank, the follower that hangs).
+  the ``vllm-standin`` image (argv/env record, OpenAI endpoints, faults). The
+  scenarios run the real engine; the stand-in stays for fast router tests and
+  faults on demand (docs/testing.md).
 * ``tests/infra/hub_standin.py``: the Hugging Face Hub stand-in, driven by the
   real ``hf download`` (huggingface_hub from requirements.txt).
 * The real ``vllm-router`` (requirements-integration.txt) in front of two
@@ -20,7 +21,6 @@ import importlib.util
 import json
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -275,197 +275,6 @@ def test_engine_weights_from_hf_cache(start_engine, tmp_path):
 def test_engine_without_model_exits_2(start_engine):
     engine = start_engine(wait=False)
     assert engine.proc.wait(timeout=10) == 2
-
-
-# --- the engine stand-in's multi-node group (vLLM's mp backend) ----------------------------
-GROUP_PROTOCOL = "vllm-standin-group/1"
-
-
-def group_args(nnodes: int, rank: int, master_port: int) -> tuple[str, ...]:
-    """serve args of one node: rank 0 is the head, the others are headless followers."""
-    args = ("org/model", "--nnodes", str(nnodes), "--node-rank", str(rank),
-            "--master-addr", "127.0.0.1", "--master-port", str(master_port))
-    return args + ("--headless",) if rank else args
-
-
-def group_of(engine: Engine) -> dict:
-    return get_json(engine.port, "/standin/group")
-
-
-def health(engine: Engine) -> tuple[int, str]:
-    status, _headers, raw = request(engine.port, "GET", "/health")
-    return status, raw.decode()
-
-
-def completion_status(engine: Engine) -> int:
-    return post_json(engine.port, "/v1/completions", {"prompt": "hi", "max_tokens": 1})[0]
-
-
-@pytest.mark.slow
-def test_group_head_health_gate_and_a_dying_follower(start_engine):
-    master = free_port()
-    head = start_engine(*group_args(3, 0, master))
-    assert health(head) == (503, "waiting for followers 0/2 (vllm-standin multi-node head)\n")
-    status, reply = post_json(head.port, "/v1/completions", {"prompt": "hi", "max_tokens": 1})
-    assert status == 503 and "waiting for followers 0/2" in reply["error"]["message"]
-    group = group_of(head)
-    assert {k: group[k] for k in ("role", "nnodes", "node_rank", "state", "followers", "emulated")} == {
-        "role": "head", "nnodes": 3, "node_rank": 0, "state": "waiting", "followers": [], "emulated": True}
-    assert get_json(head.port, "/standin/launch")["group"]["master_port"] == master
-
-    first = start_engine(*group_args(3, 1, master))
-    wait_until(lambda: group_of(head)["followers"] == [1], 10, "follower 1 on the head", head.proc)
-    assert health(head)[0] == 503 and "waiting for followers 1/2" in health(head)[1]
-    assert completion_status(head) == 503
-    second = start_engine(*group_args(3, 2, master))
-    wait_until(lambda: health(head)[0] == 200, 10, "the head's health with both followers", head.proc)
-    assert group_of(head)["state"] == "formed" and group_of(head)["followers"] == [1, 2]
-    assert completion_status(head) == 200
-    wait_until(lambda: group_of(second)["state"] == "formed", 10, "follower 2 sees the group", second.proc)
-    group = group_of(second)
-    assert (group["role"], group["node_rank"], group["followers"], group["connected"]) == ("follower", 2, [1, 2], True)
-    assert request(second.port, "GET", "/health")[0] == 404  # headless: /standin/* only
-
-    first.proc.kill()  # a rank dies (container killed): the kernel closes its connection
-    start = time.monotonic()
-    assert head.proc.wait(timeout=10) == 1
-    assert time.monotonic() - start < 5
-    output = head.stop()
-    assert output.count("lost follower rank 1 (127.0.0.1:") == 1, output
-    assert "exiting with status 1" in output
-    # The surviving follower loses its head and hangs (vllm issue #32136).
-    wait_until(lambda: group_of(second)["state"] == "lost", 10, "follower 2 loses the head", second.proc)
-    assert second.proc.poll() is None
-
-
-@pytest.mark.slow
-def test_group_follower_hangs_when_the_head_dies_and_a_restart_rejoins(start_engine):
-    master = free_port()
-    head = start_engine(*group_args(2, 0, master))
-    follower = start_engine(*group_args(2, 1, master))
-    wait_until(lambda: health(head)[0] == 200, 10, "the group", head.proc)
-    head.proc.kill()
-    head.proc.wait(timeout=10)
-    wait_until(lambda: group_of(follower)["state"] == "lost", 10, "the follower loses the head", follower.proc)
-
-    # A new head on the same master port: the hung follower neither exits nor reconnects.
-    new_head = start_engine(*group_args(2, 0, master))
-    time.sleep(3.5)  # more than three of the follower's 1 s retry periods
-    assert follower.proc.poll() is None
-    group = group_of(follower)
-    assert (group["state"], group["connected"]) == ("lost", False)
-    assert group_of(new_head)["followers"] == [] and health(new_head)[0] == 503
-    output = follower.stop()
-    assert "lost the head at 127.0.0.1:%d (connection closed); hanging (vllm issue #32136)" % master in output
-    assert output.count("joined the head") == 1
-
-    # Restarting the follower process is what brings it back: it joins the new head.
-    restarted = start_engine(*group_args(2, 1, master))
-    wait_until(lambda: health(new_head)[0] == 200, 10, "the new group", new_head.proc)
-    wait_until(lambda: group_of(restarted)["state"] == "formed", 10, "the restarted follower", restarted.proc)
-    assert group_of(new_head)["followers"] == [1]
-
-
-@pytest.mark.slow
-def test_group_followers_started_before_the_head(start_engine):
-    master = free_port()
-    followers = [start_engine(*group_args(3, rank, master)) for rank in (1, 2)]
-    time.sleep(1.5)
-    for follower in followers:
-        group = group_of(follower)
-        assert (group["state"], group["connected"]) == ("waiting", False)
-    head = start_engine(*group_args(3, 0, master))
-    start = time.monotonic()
-    wait_until(lambda: health(head)[0] == 200, 10, "the group", head.proc)
-    assert time.monotonic() - start < 3  # followers retry every second
-    for follower in followers:
-        wait_until(lambda f=follower: group_of(f)["state"] == "formed", 10, "follower formed", follower.proc)
-    output = followers[0].stop()
-    # The wait is logged once, not once per retry.
-    assert output.count("waiting for the head at 127.0.0.1:%d (ConnectionRefusedError" % master) == 1, output
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("frozen", ["head", "follower"])
-def test_group_heartbeats_detect_a_frozen_peer(start_engine, frozen):
-    """SIGSTOP (like `docker pause` or a blocked network): the socket stays open, nothing arrives."""
-    master = free_port()
-    head = start_engine(*group_args(2, 0, master))
-    follower = start_engine(*group_args(2, 1, master))
-    wait_until(lambda: health(head)[0] == 200, 10, "the group", head.proc)
-    victim = head if frozen == "head" else follower
-    os.kill(victim.proc.pid, signal.SIGSTOP)
-    start = time.monotonic()
-    try:
-        if frozen == "follower":
-            assert head.proc.wait(timeout=15) == 1
-        else:
-            wait_until(lambda: group_of(follower)["state"] == "lost", 15, "the follower loses the head", follower.proc)
-        elapsed = time.monotonic() - start
-    finally:
-        os.kill(victim.proc.pid, signal.SIGCONT)
-    assert 4 <= elapsed < 9, elapsed
-    if frozen == "follower":
-        assert "lost follower rank 1 (127.0.0.1:" in head.stop()
-        assert "no heartbeat for 5 s" in head.output
-        # Woken up, the follower finds its head gone, and hangs.
-        wait_until(lambda: group_of(follower)["state"] == "lost", 10, "the follower loses the head", follower.proc)
-        assert follower.proc.poll() is None
-    else:
-        # Woken up, the head finds the follower's connection closed and exits.
-        assert head.proc.wait(timeout=10) == 1
-        assert "lost the head at 127.0.0.1:%d (no heartbeat for 5 s); hanging" % master in follower.stop()
-
-
-def test_group_head_ignores_probes_and_rejects_bad_hellos(start_engine):
-    master = free_port()
-    head = start_engine(*group_args(3, 0, master))
-    socket.create_connection(("127.0.0.1", master), timeout=5).close()  # a port check is not a follower
-    follower = start_engine(*group_args(3, 1, master))
-    wait_until(lambda: group_of(head)["followers"] == [1], 10, "follower 1", head.proc)
-
-    def hello(**fields) -> dict:
-        message = dict({"protocol": GROUP_PROTOCOL, "nnodes": 3, "node_rank": 2}, **fields)
-        with socket.create_connection(("127.0.0.1", master), timeout=5) as sock:
-            sock.sendall(json.dumps(message).encode() + b"\n")
-            return json.loads(sock.makefile("rb").readline())
-
-    assert hello(node_rank=1) == {"ok": False, "error": "node rank 1 is already connected"}
-    assert hello(nnodes=4) == {"ok": False, "error": "the follower says --nnodes 4, the head has --nnodes 3"}
-    assert hello(node_rank=0)["ok"] is False
-    assert hello(protocol="other")["ok"] is False
-    assert head.proc.poll() is None and follower.proc.poll() is None
-    assert group_of(head)["followers"] == [1] and health(head)[0] == 503
-    assert "ignored a connection from 127.0.0.1:" in head.stop()
-
-
-@pytest.mark.parametrize(("args", "message"), [
-    (("--nnodes", "2", "--node-rank", "2", "--headless"), "--node-rank 2 is outside 0..1"),
-    (("--nnodes", "2", "--node-rank", "1"), "--node-rank 1 without --headless"),
-    (("--nnodes", "2", "--headless"), "--headless with --node-rank 0"),
-])
-def test_group_impossible_layouts_exit_2(start_engine, args, message):
-    engine = start_engine("org/model", *args, wait=False)
-    assert engine.proc.wait(timeout=10) == 2
-    assert message in engine.stop()
-
-
-def test_group_emulation_off_and_single_node(start_engine):
-    master = free_port()
-    head = start_engine(*group_args(3, 0, master), env={"STANDIN_GROUP": "0"})
-    follower = start_engine(*group_args(3, 1, master), env={"STANDIN_GROUP": "0"})
-    assert health(head)[0] == 200 and completion_status(head) == 200
-    for engine, role in ((head, "head"), (follower, "follower")):
-        group = group_of(engine)
-        assert (group["role"], group["state"], group["emulated"]) == (role, "disabled", False)
-    with pytest.raises(OSError):
-        socket.create_connection(("127.0.0.1", master), timeout=2).close()  # nothing listens on the master port
-    single = start_engine("org/model", "--nnodes", "1", "--node_rank", "0")
-    group = group_of(single)
-    assert (group["role"], group["state"], group["followers"]) == ("single", "formed", [])
-    assert health(single)[0] == 200
-    # The group flags stay in unparsed_flags, as before.
-    assert get_json(single.port, "/standin/launch")["unparsed_flags"] == ["--nnodes", "1", "--node_rank", "0"]
 
 
 # --- the Hub stand-in --------------------------------------------------------------
