@@ -40,7 +40,8 @@ BUNDLED_COLLECTIONS    ?= community/docker ansible/posix community/library_inven
 ROOT        := $(abspath .)
 VBIN        := $(abspath $(VENV))/bin
 VPY         := $(VBIN)/python
-REQS        := $(strip requirements.txt $(wildcard requirements-dev.txt))
+# requirements.txt: the collection's own (shipped); requirements-dev.txt: ansible-core + test tooling.
+REQS        := requirements.txt requirements-dev.txt
 VENV_STAMP  := $(VENV)/.vllm-fleet-requirements.sha256
 COLL_ROOT   := $(ROOT)/.collections
 COLL_LINK   := $(COLL_ROOT)/ansible_collections/vllm_fleet/recipes

@@ -4,7 +4,7 @@
   the ``vllm-standin`` image (argv/env record, OpenAI endpoints, faults, and the
   multi-node group: head health gate, a dying rank, the follower that hangs).
 * ``tests/infra/hub_standin.py``: the Hugging Face Hub stand-in, driven by the
-  real ``hf download`` (huggingface_hub from requirements.txt).
+  real ``hf download`` (huggingface_hub from requirements-dev.txt).
 * The real ``vllm-router`` (requirements-integration.txt) in front of two
   stand-in engines, round-robin and prefill/decode.
 
@@ -515,7 +515,7 @@ def hub(start_hub):
 def hf_download(hub: HubServer, cache: Path, repo: str = "org/tiny", *extra: str, token: str | None = None):
     """Run the real `hf download` against the stand-in; return the CompletedProcess."""
     if HF_CLI is None:
-        pytest.skip("the `hf` CLI (huggingface_hub, requirements.txt) is not installed")
+        pytest.skip("the `hf` CLI (huggingface_hub, requirements-dev.txt) is not installed")
     env = {k: v for k, v in os.environ.items() if not k.startswith("HF_")}
     env.update({"HF_ENDPOINT": hub.endpoint, "HF_HUB_DISABLE_TELEMETRY": "1", "HF_HOME": str(cache.parent / "hf-home")})
     if token:
