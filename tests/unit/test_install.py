@@ -229,3 +229,18 @@ def test_ansible_facing_unit_tests_on_older_minor(tmp_path, minor):
                            *ANSIBLE_FACING_TESTS], cwd=REPO, env=env,
                           capture_output=True, text=True, check=False, timeout=900)
     assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-2000:]
+
+
+def test_execution_environment_example_matches_the_collection():
+    """docs/examples/execution-environment: the tarball it names and the ansible-core it installs."""
+    example = REPO / "docs" / "examples" / "execution-environment"
+    ee = yaml.safe_load((example / "execution-environment.yml").read_text(encoding="utf-8"))
+    assert ee["version"] == 3
+    deps = ee["dependencies"]
+    galaxy_reqs = yaml.safe_load((example / deps["galaxy"]).read_text(encoding="utf-8"))
+    galaxy = yaml.safe_load((REPO / "galaxy.yml").read_text(encoding="utf-8"))
+    names = [c["name"] for c in galaxy_reqs["collections"]]
+    assert f"collections/vllm_fleet-recipes-{galaxy['version']}.tar.gz" in names, names
+    assert [f["dest"] for f in ee["additional_build_files"]] == ["collections"]
+    core = deps["ansible_core"]["package_pip"]
+    assert SpecifierSet(core.removeprefix("ansible-core")) == SpecifierSet(_dev_pin("ansible-core").removeprefix("ansible-core"))
