@@ -17,9 +17,11 @@ The fresh venvs are cached by a hash of what went into them under
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -99,13 +101,53 @@ def test_tarball_ships_requirements_and_no_dev_state(tarball):
     assert _read_member(tarball, "requirements.txt") == (REPO / "requirements.txt").read_text(encoding="utf-8")
 
 
+# Distribution of each third-party module the collection's controller code imports.
+IMPORT_TO_DIST = {"pydantic": "pydantic", "pydantic_core": "pydantic", "yaml": "pyyaml"}
+
+
+def third_party_imports(root: Path) -> dict[str, list[str]]:
+    """Top-level modules imported by plugins/**.py that are neither stdlib nor Ansible, with the importing files."""
+    found: dict[str, list[str]] = {}
+    for py in sorted((root / "plugins").rglob("*.py")):
+        for node in ast.walk(ast.parse(py.read_text(encoding="utf-8"), filename=str(py))):
+            if isinstance(node, ast.Import):
+                modules = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                modules = [node.module]
+            else:
+                continue
+            for module in modules:
+                top = module.split(".")[0]
+                if top not in sys.stdlib_module_names and top not in ("ansible", "ansible_collections", "__future__"):
+                    found.setdefault(top, []).append(str(py.relative_to(root)))
+    return found
+
+
+def _declared(path: Path) -> set[str]:
+    return {re.split(r"[<>=!~;\[ ]", line.strip(), maxsplit=1)[0].lower()
+            for line in path.read_text(encoding="utf-8").splitlines() if line.strip() and not line.startswith("#")}
+
+
 def test_requirements_declare_what_the_engine_imports():
-    """requirements.txt holds runtime needs only; the tested ansible-core line is admitted by requires_ansible."""
-    names = {line.split("<")[0].split(">")[0].split("=")[0].strip().lower()
-             for line in (REPO / "requirements.txt").read_text(encoding="utf-8").splitlines()
-             if line.strip() and not line.startswith("#")}
-    assert {"pydantic", "pyyaml"} <= names
+    """requirements.txt declares every third-party import of plugins/ and no test tooling."""
+    names = _declared(REPO / "requirements.txt")
+    imports = third_party_imports(REPO)
+    assert "pydantic" in imports, imports  # the scan sees the engine
+    unmapped = {m: files for m, files in imports.items() if m not in IMPORT_TO_DIST}
+    assert not unmapped, f"new third-party imports (add them to requirements.txt and IMPORT_TO_DIST): {unmapped}"
+    missing = {IMPORT_TO_DIST[m] for m in imports} - names
+    assert not missing, f"requirements.txt does not declare {sorted(missing)} (imported by {imports})"
     assert not names & {"pytest", "ansible-lint", "molecule", "huggingface_hub", "ansible-core"}, names
+
+
+def test_import_scan_catches_an_undeclared_module(tmp_path):
+    (tmp_path / "plugins" / "filter").mkdir(parents=True)
+    (tmp_path / "plugins" / "filter" / "x.py").write_text("import os\nimport requests\nfrom ansible.errors import AnsibleError\n")
+    assert third_party_imports(tmp_path) == {"requests": ["plugins/filter/x.py"]}
+
+
+def test_supported_minors_are_the_tested_ones():
+    """requires_ansible admits exactly TESTED_MINORS; requirements-dev.txt pins the newest."""
     dev = [line for line in (REPO / "requirements-dev.txt").read_text(encoding="utf-8").splitlines()
            if line.startswith("ansible-core")]
     assert len(dev) == 1, dev
