@@ -159,30 +159,34 @@ def test_supported_minors_are_the_tested_ones():
     assert claimed == list(TESTED_MINORS), f"requires_ansible {spec} admits {claimed}; tested: {TESTED_MINORS}"
 
 
-def _venv_key(minor: str, requirements: str, extra: tuple[str, ...]) -> str:
-    digest = hashlib.sha256(f"{sys.version}\n{minor}\n{requirements}\n{extra}".encode()).hexdigest()
-    return f"venv-{minor}{'-test' if extra else ''}-{digest[:16]}"
+def cached_venv(name: str, requirements: str, scratch: Path, packages: tuple[str, ...]) -> Path:
+    """A venv of `packages` (and `requirements`, a requirements file's text), nothing else.
 
-
-def fresh_venv(minor: str, requirements: str, scratch: Path, extra: tuple[str, ...] = ()) -> Path:
-    """A venv holding ansible-core <minor>.* and the tarball's requirements.txt (and ``extra``), nothing else.
-
-    Reused from tests/output/install/ when its inputs are unchanged, unless CI is set.
-    Built in place (venv scripts carry their path); ``.complete`` is written last.
+    Reused from tests/output/install/<name>-<hash> while its inputs are unchanged, unless CI is
+    set (then built under `scratch`). Built in place (venv scripts carry their path); the
+    ``.complete`` marker is written last.
     """
     ci = os.environ.get("CI", "").lower() not in ("", "0", "false")
-    venv = scratch / "venv" if ci else CACHE / _venv_key(minor, requirements, extra)
+    digest = hashlib.sha256(f"{sys.version}\n{requirements}\n{packages}".encode()).hexdigest()[:16]
+    venv = scratch / name if ci else CACHE / f"{name}-{digest}"
     if (venv / ".complete").is_file():
         return venv
-    shutil.rmtree(venv, ignore_errors=True)
+    for stale in CACHE.glob(f"{name}-*") if not ci else ():  # earlier inputs' venvs
+        shutil.rmtree(stale, ignore_errors=True)
     venv.parent.mkdir(parents=True, exist_ok=True)
     _run([getattr(sys, "_base_executable", sys.executable), "-m", "venv", str(venv)])
     reqs = venv / "collection-requirements.txt"
     reqs.write_text(requirements, encoding="utf-8")
     _run([str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
-          f"ansible-core=={minor}.*", "-r", str(reqs), *extra], timeout=900)
-    (venv / ".complete").write_text(minor + "\n", encoding="utf-8")
+          "-r", str(reqs), *packages], timeout=900)
+    (venv / ".complete").write_text(f"{packages}\n", encoding="utf-8")
     return venv
+
+
+def fresh_venv(minor: str, requirements: str, scratch: Path, extra: tuple[str, ...] = ()) -> Path:
+    """ansible-core <minor>.* and the collection's requirements.txt (and `extra`), nothing else."""
+    name = f"venv-{minor}{'-test' if extra else ''}"
+    return cached_venv(name, requirements, scratch, (f"ansible-core=={minor}.*", *extra))
 
 
 def install_collections(venv: Path, tarball: Path, dest: Path) -> None:
@@ -286,3 +290,40 @@ def test_execution_environment_example_matches_the_collection():
     assert [f["dest"] for f in ee["additional_build_files"]] == ["collections"]
     core = deps["ansible_core"]["package_pip"]
     assert SpecifierSet(core.removeprefix("ansible-core")) == SpecifierSet(_dev_pin("ansible-core").removeprefix("ansible-core"))
+
+
+ANSIBLE_BUILDER = "ansible-builder>=3.1,<4"
+
+
+def test_ansible_builder_reads_the_collection_and_the_example(tarball, tmp_path):
+    """introspect finds requirements.txt and bindep.txt through meta/execution-environment.yml;
+    create makes a build context of docs/examples/execution-environment with the tarball in it."""
+    builder = cached_venv("ansible-builder", "", tmp_path, (ANSIBLE_BUILDER,))
+    collections = tmp_path / "collections"
+    # Only `collections` configured: galaxy would otherwise find the checkout in .collections and skip it.
+    _run([str(Path(sys.executable).parent / "ansible-galaxy"), "collection", "install", "--no-deps", "--offline",
+          "-p", str(collections), str(tarball)], cwd=tmp_path, env=dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(collections)))
+    assert (collections / "ansible_collections" / "vllm_fleet" / "recipes" / "MANIFEST.json").is_file()
+    found = yaml.safe_load(_run([str(builder / "bin" / "ansible-builder"), "introspect", str(collections)]).stdout)
+
+    def declared(text: str) -> set[str]:
+        return {line.strip() for line in text.splitlines() if line.strip() and not line.startswith("#")}
+
+    # ansible-builder drops PyYAML (already in every EE image) from what collections declare.
+    python = declared((REPO / "requirements.txt").read_text(encoding="utf-8"))
+    assert {r.split("  #")[0] for r in found["python"]} == {r for r in python if not r.lower().startswith("pyyaml")}
+    system = declared((REPO / "bindep.txt").read_text(encoding="utf-8"))
+    assert {r.split("  #")[0] for r in found["system"]} == system, found
+
+    # The example, at its place relative to out/ (where `make build` writes the tarball).
+    tree = tmp_path / "tree"
+    example = tree / "docs" / "examples" / "execution-environment"
+    shutil.copytree(REPO / "docs" / "examples" / "execution-environment", example)
+    (tree / "out").mkdir()
+    shutil.copy2(tarball, tree / "out" / tarball.name)
+    context = tmp_path / "context"
+    _run([str(builder / "bin" / "ansible-builder"), "create", "-f", str(example / "execution-environment.yml"),
+          "--context", str(context)], cwd=tree)
+    assert (context / "_build" / "collections" / tarball.name).is_file()
+    build_file = next(p for p in (context / "Containerfile", context / "Dockerfile") if p.is_file())
+    assert "ansible-galaxy collection install" in build_file.read_text(encoding="utf-8")
