@@ -171,8 +171,9 @@ def cached_venv(name: str, requirements: str, scratch: Path, packages: tuple[str
     venv = scratch / name if ci else CACHE / f"{name}-{digest}"
     if (venv / ".complete").is_file():
         return venv
-    for stale in CACHE.glob(f"{name}-*") if not ci else ():  # earlier inputs' venvs
-        shutil.rmtree(stale, ignore_errors=True)
+    for stale in CACHE.glob(f"{name}-*") if not ci else ():  # this venv for earlier inputs
+        if re.fullmatch(r"[0-9a-f]{16}", stale.name[len(name) + 1:]):
+            shutil.rmtree(stale, ignore_errors=True)
     venv.parent.mkdir(parents=True, exist_ok=True)
     _run([getattr(sys, "_base_executable", sys.executable), "-m", "venv", str(venv)])
     reqs = venv / "collection-requirements.txt"
