@@ -11,7 +11,8 @@ With ``ANSIBLE_COLLECTIONS_PATH`` set to that path only, outside the checkout (n
 ansible.cfg), an example inventory is rendered through ``vllm_fleet.recipes.render`` and
 every shipped playbook is syntax-checked by its FQCN.
 
-The fresh venvs are cached by a hash of what went into them under
+The fresh venvs are installed from a wheelhouse that ``pip download`` fills first (the
+offline recipe of docs/install.md), and cached by a hash of what went into them under
 ``tests/output/install/`` (a re-run takes seconds); with ``CI`` set they are built anew.
 """
 
@@ -178,7 +179,12 @@ def cached_venv(name: str, requirements: str, scratch: Path, packages: tuple[str
     _run([getattr(sys, "_base_executable", sys.executable), "-m", "venv", str(venv)])
     reqs = venv / "collection-requirements.txt"
     reqs.write_text(requirements, encoding="utf-8")
-    _run([str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+    # As docs/install.md's offline recipe: a wheelhouse first, then an install from it alone.
+    pip = [str(venv / "bin" / "python"), "-m", "pip"]
+    wheels = venv / "wheelhouse"
+    _run([*pip, "download", "--quiet", "--disable-pip-version-check", "-d", str(wheels), "-r", str(reqs), *packages],
+         timeout=900)
+    _run([*pip, "install", "--quiet", "--disable-pip-version-check", "--no-index", "--find-links", str(wheels),
           "-r", str(reqs), *packages], timeout=900)
     (venv / ".complete").write_text(f"{packages}\n", encoding="utf-8")
     return venv
