@@ -40,7 +40,8 @@ BUNDLED_COLLECTIONS    ?= community/docker ansible/posix community/library_inven
 ROOT        := $(abspath .)
 VBIN        := $(abspath $(VENV))/bin
 VPY         := $(VBIN)/python
-REQS        := $(strip requirements.txt $(wildcard requirements-dev.txt))
+# requirements.txt: the collection's own (shipped); requirements-dev.txt: ansible-core + test tooling.
+REQS        := requirements.txt requirements-dev.txt
 VENV_STAMP  := $(VENV)/.vllm-fleet-requirements.sha256
 COLL_ROOT   := $(ROOT)/.collections
 COLL_LINK   := $(COLL_ROOT)/ansible_collections/vllm_fleet/recipes
@@ -155,6 +156,7 @@ static: ## unit, conformance, sanity, lint in turn (STATIC_STEPS; no docker)
 		times="$$times $$step=$$((SECONDS - start))s"; \
 	done; \
 	echo "static: step durations:$$times"; \
+	command -v shellcheck >/dev/null || echo "static: WARNING: shellcheck is not installed: SKIPPED shellcheck of .ci/run (lint) and ansible-test's shellcheck sanity test; CI runs both" >&2; \
 	if [ $$rc -ne 0 ]; then echo "static: FAILED steps:$$failed" >&2; else echo "static: passed: $(STATIC_STEPS)"; fi; \
 	exit $$rc
 
@@ -182,6 +184,7 @@ ANSIBLE_TEST := cd $(COLL_LINK) && ANSIBLE_TEST_CONTENT_ROOT=$(COLL_LINK) \
 	ansible-test sanity --python $(SANITY_PYTHON) --color no
 
 sanity-main: venv collections ansible-test-pip
+	@command -v shellcheck >/dev/null || { $(call shellcheck_missing,sanity,ansible-test's shellcheck test of the *.sh files); }
 	$(ANSIBLE_TEST) $(addprefix --skip-test ,$(SANITY_SKIP)) $(SANITY_ARGS)
 
 # The import test runs each file in a venv holding only ansible-core's own
@@ -230,8 +233,17 @@ endif
 	@if command -v shellcheck >/dev/null; then \
 		echo "shellcheck .ci/run"; shellcheck .ci/run; \
 	else \
-		echo "lint: shellcheck not installed; .ci/run not checked"; \
+		$(call shellcheck_missing,lint,shellcheck of .ci/run); \
 	fi
+
+# shellcheck_missing,STEP,WHAT: shellcheck is not installed. CI (which installs it) fails;
+# a local run goes on and says loudly which check it skipped (`make static` repeats it last).
+define shellcheck_missing
+if [ -n "$${CI:-}" ] && [ "$${CI}" != false ]; then \
+	echo "$(1): FAILED: shellcheck is not installed, so $(2) cannot run (CI runs every check)" >&2; exit 1; \
+fi; \
+echo "$(1): WARNING: SKIPPED $(2): shellcheck is not installed (apt-get install shellcheck; CI runs it)" >&2
+endef
 
 # ---------------------------------------------------------------------------
 # Other entry points

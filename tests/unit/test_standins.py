@@ -5,7 +5,7 @@
   scenarios run the real engine; the stand-in stays for fast router tests and
   faults on demand (docs/testing.md).
 * ``tests/infra/hub_standin.py``: the Hugging Face Hub stand-in, driven by the
-  real ``hf download`` (huggingface_hub from requirements.txt).
+  real ``hf download`` (huggingface_hub from requirements-dev.txt).
 * The real ``vllm-router`` (requirements-integration.txt) in front of two
   stand-in engines, round-robin and prefill/decode.
 
@@ -324,7 +324,7 @@ def hub(start_hub):
 def hf_download(hub: HubServer, cache: Path, repo: str = "org/tiny", *extra: str, token: str | None = None):
     """Run the real `hf download` against the stand-in; return the CompletedProcess."""
     if HF_CLI is None:
-        pytest.skip("the `hf` CLI (huggingface_hub, requirements.txt) is not installed")
+        pytest.skip("the `hf` CLI (huggingface_hub, requirements-dev.txt) is not installed")
     env = {k: v for k, v in os.environ.items() if not k.startswith("HF_")}
     env.update({"HF_ENDPOINT": hub.endpoint, "HF_HUB_DISABLE_TELEMETRY": "1", "HF_HOME": str(cache.parent / "hf-home")})
     if token:
