@@ -399,3 +399,79 @@ def test_metric_names_in_dashboard_reads_targets_rows_and_variables():
                                 {"type": "custom", "query": "not,promql"}]},
     }
     assert M.metric_names_in_dashboard(dashboard) == {"a_total", "b", "c"}
+
+
+# --------------------------------------------------------------------------------------
+# the monitoring role, on the controller itself (no package, no service: files only)
+# --------------------------------------------------------------------------------------
+
+MONITORING_PLAY = """\
+- name: Point a Prometheus at the fleet
+  hosts: localhost
+  connection: local
+  gather_facts: false
+  roles:
+    - role: vllm_fleet.recipes.monitoring
+"""
+
+
+def run_monitoring(tmp_path: Path, inventory: Path, *extra: str) -> subprocess.CompletedProcess:
+    import os
+    import sys
+
+    play = tmp_path / "monitoring.yml"
+    play.write_text(MONITORING_PLAY)
+    root = tmp_path / "etc"
+    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(REPO / ".collections"), ANSIBLE_NOCOLOR="1",
+               ANSIBLE_RETRY_FILES_ENABLED="0")
+    env.pop("ANSIBLE_CONFIG", None)
+    args = ["-e", json.dumps({
+        "vllm_monitoring_install": False, "vllm_monitoring_service": "", "vllm_monitoring_validate": bool(PROMTOOL),
+        "vllm_monitoring_file_sd_dir": f"{root}/file_sd", "vllm_monitoring_rules_file": f"{root}/rules/r.yml",
+        "vllm_monitoring_config_file": f"{root}/prometheus.yml"})]
+    return subprocess.run([str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(inventory), str(play),
+                           *args, *extra], capture_output=True, text=True, env=env, cwd=str(tmp_path), timeout=300,
+                          check=False)
+
+
+def test_monitoring_role_writes_targets_rules_and_config_idempotently(tmp_path):
+    inventory = tmp_path / "inventory.yml"
+    doc = yaml.safe_load((REPO / "playbooks" / "examples" / "pd_cluster" / "inventory.yml").read_text())
+    inventory.write_text(yaml.safe_dump(doc))
+    root = tmp_path / "etc"
+    (root / "file_sd").mkdir(parents=True)
+    (root / "file_sd" / "gone.json").write_text("[]")  # a deployment that left the plan
+    (root / "file_sd" / "keep.txt").write_text("not ours")
+
+    check = run_monitoring(tmp_path, inventory, "--check")
+    assert check.returncode == 0, check.stdout + check.stderr
+    assert not (root / "prometheus.yml").exists() and (root / "file_sd" / "gone.json").exists()
+
+    first = run_monitoring(tmp_path, inventory)
+    assert first.returncode == 0, first.stdout + first.stderr
+    fleet = example_fleet("pd_cluster")
+    assert sorted(p.name for p in (root / "file_sd").iterdir()) == ["glm-pd.json", "keep.txt"]
+    assert json.loads((root / "file_sd" / "glm-pd.json").read_text()) == M.file_sd(P.plan_to_dict(fleet))["glm-pd"]
+    assert (root / "rules" / "r.yml").read_text() == M.alert_rules_text()
+    config = yaml.safe_load((root / "prometheus.yml").read_text())
+    assert config["rule_files"] == [str(root / "rules" / "r.yml")]
+    (job,) = [j for j in config["scrape_configs"] if j["job_name"] == "vllm-fleet"]
+    assert job["file_sd_configs"] == [{"files": [f"{root}/file_sd/*.json"]}]
+    if PROMTOOL:
+        result = run_promtool("check", "config", str(root / "prometheus.yml"))
+        assert result.returncode == 0, result.stdout + result.stderr
+
+    again = run_monitoring(tmp_path, inventory)
+    assert again.returncode == 0 and "changed=0" in again.stdout, again.stdout
+
+    changed = run_monitoring(tmp_path, inventory, "-e", '{"vllm_monitoring_alerts": {"waiting_requests": 3}}')
+    assert changed.returncode == 0 and "changed=1" in changed.stdout, changed.stdout
+    assert "> 3\n" in (root / "rules" / "r.yml").read_text()
+
+
+def test_monitoring_role_refuses_bad_thresholds(tmp_path):
+    inventory = REPO / "playbooks" / "examples" / "single_node_tp" / "inventory.yml"
+    result = run_monitoring(tmp_path, inventory, "-e", '{"vllm_monitoring_alerts": {"kv_cache_usage": 90}}')
+    assert result.returncode != 0
+    assert "vllm_monitoring_alerts.kv_cache_usage" in result.stdout
+    assert not (tmp_path / "etc").exists()
