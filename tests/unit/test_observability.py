@@ -475,3 +475,51 @@ def test_monitoring_role_refuses_bad_thresholds(tmp_path):
     assert result.returncode != 0
     assert "vllm_monitoring_alerts.kv_cache_usage" in result.stdout
     assert not (tmp_path / "etc").exists()
+
+
+# --------------------------------------------------------------------------------------
+# status.yml reads the engines' /metrics
+# --------------------------------------------------------------------------------------
+
+@pytest.fixture()
+def fake_engine():
+    """An HTTP server answering /health and /metrics like a vLLM API server with two DP engines."""
+    import http.server
+    import threading
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 (http.server's naming)
+            body = EXPOSITION.encode() if self.path == "/metrics" else b""
+            self.send_response(200 if self.path in ("/metrics", "/health") else 404)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield server.server_address[1]
+    server.shutdown()
+
+
+def test_status_playbook_prints_per_deployment_figures(tmp_path, fake_engine):
+    import os
+    import sys
+
+    inventory = tmp_path / "inventory.yml"
+    inventory.write_text(yaml.safe_dump({"all": {"children": {"glm": {
+        "hosts": {"e0": {"ansible_host": "127.0.0.1", "ansible_connection": "local",
+                         "ansible_python_interpreter": sys.executable}},
+        "vars": {"vllm_fabric_interface": "lo",
+                 "vllm_deployment": dict(SEED, strategy="single_node_tp", ports={"api": fake_engine})}}}}}))
+    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(REPO / ".collections"), ANSIBLE_NOCOLOR="1")
+    env.pop("ANSIBLE_CONFIG", None)
+    result = subprocess.run([str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(inventory),
+                             str(REPO / "playbooks" / "status.yml")], capture_output=True, text=True, env=env,
+                            cwd=str(tmp_path), timeout=300, check=False)
+    assert result.returncode == 0, result.stdout + result.stderr
+    # EXPOSITION: running 3 + 2, waiting 7 + 0, KV cache 0.25 and 0.5
+    assert "metrics: 1/1 API servers, running 5, waiting 7, KV cache max 50.0 %" in result.stdout, result.stdout[-1500:]
