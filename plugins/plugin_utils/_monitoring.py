@@ -236,8 +236,9 @@ def alert_rules(given: Optional[Mapping[str, Any]] = None) -> dict[str, Any]:
              "Prometheus cannot scrape the router's metrics port {{ $labels.instance }} "
              "({{ $labels.vllm_unit }}); clients of the deployment's endpoint get no answer."),
         rule("VllmGroupIncomplete",
-             f"count by (deployment, vllm_group) (up{{{engine}}} == 1)"
-             f" < on (deployment, vllm_group) count by (deployment, vllm_group) (up{{{engine}}})",
+             f"count by (deployment, vllm_group) (up{{{engine}}} == 1)\n"
+             f"  < on (deployment, vllm_group)\n"
+             f"count by (deployment, vllm_group) (up{{{engine}}})",
              t['group_incomplete_for'], "critical",
              "vLLM group {{ $labels.vllm_group }} is missing a rank",
              "Only {{ $value }} API servers of group {{ $labels.vllm_group }} ({{ $labels.deployment }}) "
@@ -273,11 +274,26 @@ def alert_rules(given: Optional[Mapping[str, Any]] = None) -> dict[str, Any]:
     return {"groups": [{"name": "vllm-fleet", "rules": rules}]}
 
 
+class _RulesDumper(yaml.SafeDumper):
+    """Block lists indented under their key, multi-line strings as literal blocks (yamllint-clean)."""
+
+    def increase_indent(self, flow: bool = False, indentless: bool = False) -> None:
+        super().increase_indent(flow, False)
+
+
+def _represent_str(dumper: yaml.SafeDumper, data: str) -> yaml.ScalarNode:
+    return dumper.represent_scalar("tag:yaml.org,2002:str", data, style="|" if "\n" in data else None)
+
+
+_RulesDumper.add_representer(str, _represent_str)
+
+
 def alert_rules_text(given: Optional[Mapping[str, Any]] = None) -> str:
     """The rule file as YAML text (stable bytes)."""
-    header = ("# Managed by vllm_fleet.recipes: alert rules for vLLM fleets (docs/observability.md).\n"
+    header = ("---\n# Managed by vllm_fleet.recipes: alert rules for vLLM fleets (docs/observability.md).\n"
               "# Thresholds: vllm_monitoring_alerts.\n")
-    return header + yaml.safe_dump(alert_rules(given), sort_keys=False, width=1000, default_flow_style=False)
+    return header + yaml.dump(alert_rules(given), Dumper=_RulesDumper, sort_keys=False, width=140,
+                              default_flow_style=False)
 
 
 # --------------------------------------------------------------------------------------
