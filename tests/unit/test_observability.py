@@ -481,8 +481,7 @@ def test_monitoring_role_refuses_bad_thresholds(tmp_path):
 # status.yml reads the engines' /metrics
 # --------------------------------------------------------------------------------------
 
-@pytest.fixture()
-def fake_engine():
+def serve_fake_engine(address: str, port: int = 0):
     """An HTTP server answering /health and /metrics like a vLLM API server with two DP engines."""
     import http.server
     import threading
@@ -498,9 +497,14 @@ def fake_engine():
         def log_message(self, *args):
             pass
 
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
+    server = http.server.ThreadingHTTPServer((address, port), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+@pytest.fixture()
+def fake_engine():
+    server = serve_fake_engine("127.0.0.1")
     yield server.server_address[1]
     server.shutdown()
 
@@ -523,3 +527,64 @@ def test_status_playbook_prints_per_deployment_figures(tmp_path, fake_engine):
     assert result.returncode == 0, result.stdout + result.stderr
     # EXPOSITION: running 3 + 2, waiting 7 + 0, KV cache 0.25 and 0.5
     assert "metrics: 1/1 API servers, running 5, waiting 7, KV cache max 50.0 %" in result.stdout, result.stdout[-1500:]
+
+
+# --------------------------------------------------------------------------------------
+# the real vllm-router, run with the argv the plan gives it
+# --------------------------------------------------------------------------------------
+
+ROUTER_CLI = shutil.which("vllm-router", path=str(Path(__import__("sys").executable).parent)) or shutil.which(
+    "vllm-router")
+
+
+def free_port(address: str = "127.0.0.1") -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind((address, 0))
+        return sock.getsockname()[1]
+
+
+@pytest.mark.slow
+def test_real_router_serves_metrics_where_the_plan_scrapes_them():
+    """The placed router argv (flags appended after --worker-urls) makes vllm-router 0.1.17 serve its
+    metrics on the planned port, reachable on the router host's address; its backends show healthy."""
+    import time
+    import urllib.request
+
+    if ROUTER_CLI is None:
+        pytest.skip("vllm-router is not installed (requirements-integration.txt; `make venv`)")
+    api = free_port("127.0.0.1")
+    ports = {"api": api, "router": free_port("127.0.0.3"), "router_metrics": free_port("127.0.0.3")}
+    fleet = seed_fleet(dict(SEED, strategy="single_node_tp", replicas=2, ports=ports), ["e0", "e1", "lb"],
+                       host_vars={"e0": {"ansible_host": "127.0.0.1"}, "e1": {"ansible_host": "127.0.0.2"},
+                                  "lb": {"ansible_host": "127.0.0.3", "vllm_pd_role": "router"}})
+    (dep,) = fleet.deployments
+    router = next(p for p in dep.processes if p.kind == "router")
+    (target,) = [g for g in M.file_sd(P.plan_to_dict(fleet))["fleet"] if g["labels"]["role"] == "router"]
+    assert target["targets"] == [f"127.0.0.3:{ports['router_metrics']}"]
+    engines = [serve_fake_engine(address, api) for address in ("127.0.0.1", "127.0.0.2")]
+    proc = subprocess.Popen([ROUTER_CLI, *router.argv[1:], "--worker-startup-timeout-secs", "30"],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        health: dict[str, float] = {}
+        deadline = time.monotonic() + 40
+        while time.monotonic() < deadline and len(health) < 2:
+            assert proc.poll() is None, proc.stdout.read() if proc.stdout else ""
+            try:
+                with urllib.request.urlopen(router.metrics_url, timeout=2) as reply:
+                    text = reply.read().decode()
+                health = {s.labels["worker"]: s.value for s in M.parse_metrics(text)
+                          if s.name == "vllm_router_worker_health"}
+            except OSError:
+                pass
+            time.sleep(0.2)
+        assert health == {"http://127.0.0.1:%d" % api: 1.0, "http://127.0.0.2:%d" % api: 1.0}
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        for server in engines:
+            server.shutdown()
