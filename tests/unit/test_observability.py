@@ -4,8 +4,10 @@ rules (promtool check + promtool test) and reading engines' /metrics back for st
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -416,9 +418,6 @@ MONITORING_PLAY = """\
 
 
 def run_monitoring(tmp_path: Path, inventory: Path, *extra: str) -> subprocess.CompletedProcess:
-    import os
-    import sys
-
     play = tmp_path / "monitoring.yml"
     play.write_text(MONITORING_PLAY)
     root = tmp_path / "etc"
@@ -510,9 +509,6 @@ def fake_engine():
 
 
 def test_status_playbook_prints_per_deployment_figures(tmp_path, fake_engine):
-    import os
-    import sys
-
     inventory = tmp_path / "inventory.yml"
     inventory.write_text(yaml.safe_dump({"all": {"children": {"glm": {
         "hosts": {"e0": {"ansible_host": "127.0.0.1", "ansible_connection": "local",
@@ -533,8 +529,7 @@ def test_status_playbook_prints_per_deployment_figures(tmp_path, fake_engine):
 # the real vllm-router, run with the argv the plan gives it
 # --------------------------------------------------------------------------------------
 
-ROUTER_CLI = shutil.which("vllm-router", path=str(Path(__import__("sys").executable).parent)) or shutil.which(
-    "vllm-router")
+ROUTER_CLI = shutil.which("vllm-router", path=str(Path(sys.executable).parent)) or shutil.which("vllm-router")
 
 
 def free_port(address: str = "127.0.0.1") -> int:
