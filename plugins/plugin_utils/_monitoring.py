@@ -38,11 +38,10 @@ __all__ = [
     "ALERT_DEFAULTS",
     "ALERT_NAMES",
     "COMPONENT_LABEL",
-    "ENGINE_METRICS",
-    "ROUTER_METRICS",
     "Sample",
     "TARGET_LABELS",
     "alert_rules",
+    "alert_rules_text",
     "alert_thresholds",
     "file_sd",
     "file_sd_files",
@@ -61,22 +60,6 @@ COMPONENT_LABEL = "vllm_component"
 #: Directory (relative to the render directory) of the per-deployment file_sd documents.
 TARGETS_DIR = "monitoring/targets"
 RULES_FILE = "monitoring/vllm-fleet.rules.yml"
-
-#: vLLM (0.1x-0.3x, vllm/v1/metrics/loggers.py) names the rules and the dashboard query.
-ENGINE_METRICS = (
-    "vllm:num_requests_running",
-    "vllm:num_requests_waiting",
-    "vllm:kv_cache_usage_perc",
-    "vllm:num_preemptions_total",
-    "vllm:prompt_tokens_total",
-    "vllm:generation_tokens_total",
-    "vllm:request_success_total",
-    "vllm:time_to_first_token_seconds",
-    "vllm:inter_token_latency_seconds",
-    "vllm:e2e_request_latency_seconds",
-)
-#: vllm-router 0.1.17 names the rules query.
-ROUTER_METRICS = ("vllm_router_worker_health",)
 
 _DURATION_RE = re.compile(r"^[1-9][0-9]*[smhd]$")
 
