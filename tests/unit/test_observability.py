@@ -583,3 +583,90 @@ def test_real_router_serves_metrics_where_the_plan_scrapes_them():
             proc.kill()
         for server in engines:
             server.shutdown()
+
+
+# --------------------------------------------------------------------------------------
+# a real Prometheus (Debian's 2.42) reads our file_sd document and rules
+# --------------------------------------------------------------------------------------
+
+PROMETHEUS = shutil.which("prometheus")
+
+
+def prometheus_query(port: int, path: str) -> Any:
+    import urllib.request
+
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as reply:
+        body = json.loads(reply.read())
+    assert body["status"] == "success", body
+    return body["data"]
+
+
+def wait_for(check, timeout: float, what: str, proc: subprocess.Popen) -> Any:
+    import time
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, f"prometheus exited: {proc.stdout.read() if proc.stdout else ''}"
+        try:
+            found = check()
+        except OSError:
+            found = None
+        if found:
+            return found
+        time.sleep(0.5)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+@pytest.mark.slow
+def test_real_prometheus_scrapes_the_targets_and_fires_engine_down(tmp_path):
+    """Per-deployment series with our labels from the file_sd document; stopping the engine fires the alert."""
+    from urllib.parse import quote
+
+    if PROMETHEUS is None:
+        pytest.skip("prometheus NOT FOUND: install Debian's `prometheus` package (.ci/run installs it)")
+    engine = serve_fake_engine("127.0.0.1")
+    api = engine.server_address[1]
+    fleet = seed_fleet(dict(SEED, strategy="single_node_tp", ports={"api": api}), ["e0"],
+                       host_vars={"e0": {"ansible_host": "127.0.0.1"}})
+    (tmp_path / "file_sd").mkdir()
+    for name, text in M.file_sd_files(P.plan_to_dict(fleet)).items():
+        (tmp_path / "file_sd" / Path(name).name).write_text(text)
+    (tmp_path / "rules.yml").write_text(M.alert_rules_text({"down_for": "2s"}))
+    (tmp_path / "prometheus.yml").write_text(yaml.safe_dump({
+        "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
+        "rule_files": [str(tmp_path / "rules.yml")],
+        "scrape_configs": [{"job_name": "vllm-fleet",
+                            "file_sd_configs": [{"files": [f"{tmp_path}/file_sd/*.json"]}]}]}))
+    port = free_port()
+    proc = subprocess.Popen([PROMETHEUS, f"--config.file={tmp_path}/prometheus.yml",
+                             f"--storage.tsdb.path={tmp_path}/data", f"--web.listen-address=127.0.0.1:{port}"],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        query = "/api/v1/query?query=" + quote('up{deployment="fleet"} == 1')
+        (up,) = wait_for(lambda: prometheus_query(port, query)["result"], 60, "the engine target up", proc)
+        labels = up["metric"]
+        assert labels["instance"] == f"127.0.0.1:{api}" and labels["job"] == "vllm-fleet"
+        assert (labels["role"], labels["rank"], labels["host"], labels[M.COMPONENT_LABEL]) == (
+            "single", "0", "e0", "engine")
+        assert labels["model"] and labels["recipe"] == SEED["recipe"] and labels["strategy"] == "single_node_tp"
+        running = "/api/v1/query?query=" + quote("sum by (deployment) (vllm:num_requests_running)")
+        (series,) = wait_for(lambda: prometheus_query(port, running)["result"], 30, "engine series", proc)
+        assert series["metric"] == {"deployment": "fleet"} and series["value"][1] == "5"
+
+        engine.shutdown()
+        engine.server_close()
+
+        def firing():
+            alerts = prometheus_query(port, "/api/v1/alerts")["alerts"]
+            return [a for a in alerts if a["labels"]["alertname"] == "VllmEngineDown" and a["state"] == "firing"]
+
+        (alert,) = wait_for(firing, 60, "VllmEngineDown firing", proc)
+        assert alert["labels"]["deployment"] == "fleet" and alert["labels"]["severity"] == "critical"
+        assert alert["annotations"]["summary"] == "vLLM API server down: fleet single rank 0 on e0"
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        engine.shutdown()
