@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 import yaml
-from test_render import SEED, example_fleet, seed_fleet
+from test_render import EXAMPLES, SEED, example_fleet, run_render, seed_fleet
 
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils import _monitoring as M
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils import _placement as P
@@ -670,3 +670,17 @@ def test_real_prometheus_scrapes_the_targets_and_fires_engine_down(tmp_path):
         except subprocess.TimeoutExpired:
             proc.kill()
         engine.shutdown()
+
+
+def test_render_playbook_takes_thresholds_from_the_inventory(tmp_path):
+    inventory = EXAMPLES / "single_node_tp" / "inventory.yml"
+    out = tmp_path / "render"
+    result = run_render(inventory, out, "-e", json.dumps({"vllm_monitoring_alerts": {"waiting_requests": 3}}))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert (out / "monitoring" / "vllm-fleet.rules.yml").read_text() == M.alert_rules_text({"waiting_requests": 3})
+    (name,) = [d.name for d in example_fleet("single_node_tp").deployments]
+    assert json.loads((out / "monitoring" / "targets" / f"{name}.json").read_text())
+
+    bad = run_render(inventory, tmp_path / "bad", "-e", json.dumps({"vllm_monitoring_alerts": {"down_for": "soon"}}))
+    assert bad.returncode != 0 and "vllm_monitoring_alerts.down_for" in bad.stdout, bad.stdout
+    assert not (tmp_path / "bad").exists()
