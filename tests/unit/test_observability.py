@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 import yaml
 from test_render import EXAMPLES, SEED, example_fleet, run_render, seed_fleet
+from test_standins import ROUTER_CLI, stop
 
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils import _monitoring as M
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils import _placement as P
@@ -529,9 +530,6 @@ def test_status_playbook_prints_per_deployment_figures(tmp_path, fake_engine):
 # the real vllm-router, run with the argv the plan gives it
 # --------------------------------------------------------------------------------------
 
-ROUTER_CLI = shutil.which("vllm-router", path=str(Path(sys.executable).parent)) or shutil.which("vllm-router")
-
-
 def free_port(address: str = "127.0.0.1") -> int:
     import socket
 
@@ -576,11 +574,7 @@ def test_real_router_serves_metrics_where_the_plan_scrapes_them():
             time.sleep(0.2)
         assert health == {"http://127.0.0.1:%d" % api: 1.0, "http://127.0.0.2:%d" % api: 1.0}
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop(proc)
         for server in engines:
             server.shutdown()
 
@@ -664,11 +658,7 @@ def test_real_prometheus_scrapes_the_targets_and_fires_engine_down(tmp_path):
         assert alert["labels"]["deployment"] == "fleet" and alert["labels"]["severity"] == "critical"
         assert alert["annotations"]["summary"] == "vLLM API server down: fleet single rank 0 on e0"
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop(proc)
         engine.shutdown()
 
 
