@@ -105,7 +105,7 @@ class ActionModule(ActionBase):
                                      cache_dir=to_text(args["cache_dir"]) if args.get("cache_dir") else None)
             groups = {to_text(g): [to_text(h) for h in hs] for g, hs in (task_vars.get("groups") or {}).items()}
             fleet = build_plan(self._host_vars(task_vars), groups, factory, deployments_list=deployments)
-            files = render(fleet)
+            files = render(fleet, alerts=_plain(task_vars.get("vllm_monitoring_alerts") or {}))
         except (RecipeError, ValueError) as exc:
             result.update(failed=True, msg=f"vllm_plan: {to_native(exc)}")
             return result

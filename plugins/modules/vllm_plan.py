@@ -22,6 +22,9 @@ description:
   - With O(dest), writes systemd units, 0600 env files, docker argv JSON, router and Mooncake
     configs, C(plan.json) and C(PLAN.md). Rendering is deterministic; unchanged files are not
     rewritten.
+  - Also writes C(monitoring/targets/<deployment>.json) (Prometheus file_sd targets of every engine API
+    server and router) and C(monitoring/vllm-fleet.rules.yml) (alert rules, thresholds from the
+    C(vllm_monitoring_alerts) variable); see docs/observability.md.
 version_added: 0.1.0
 author:
   - vllm_fleet maintainers (@vllm-fleet)

@@ -123,6 +123,8 @@ class PortsSpec(_Strict):
     decode_dp_rpc: int = Field(default=29551, ge=1, le=65535)
     #: Router listen port (``$ROUTER_PORT``); default: the recipe's router port, else 30000.
     router: Optional[int] = Field(default=None, ge=1, le=65535)
+    #: The router's Prometheus port (``--prometheus-port``); default vllm-router's own 29000.
+    router_metrics: Optional[int] = Field(default=None, ge=1, le=65535)
 
 
 class WeightsSpec(_Strict):

@@ -84,6 +84,8 @@ DEFAULT_API_PORT = 8000
 DEFAULT_MASTER_PORT = 29501
 DEFAULT_DP_RPC_PORT = 29550
 DEFAULT_ROUTER_PORT = 30000
+#: vllm-router's own default for ``--prometheus-port`` (it binds 127.0.0.1 unless told otherwise).
+DEFAULT_ROUTER_METRICS_PORT = 29000
 
 # Start order inside a deployment: lower starts first (followers before heads).
 ORDER_MOONCAKE_MASTER = 0
@@ -200,6 +202,8 @@ class Process:
     secret_file: str = ""
     start_order: int = ORDER_HEAD
     health_url: Optional[str] = None
+    #: Prometheus scrape URL (engine API servers, routers); None for headless ranks and the rest.
+    metrics_url: Optional[str] = None
     restart_group: str = ""
 
     @property
@@ -683,6 +687,8 @@ class _DeploymentPlacer:
                 proc.upstream_flags = fill_placeholders(upstream[2:cut], mapping)
         if proc.health_url is None and proc.api_port is not None:
             proc.health_url = f"http://{address}:{proc.api_port}/health"
+        if proc.health_url is not None:
+            proc.metrics_url = proc.health_url[:-len("/health")] + "/metrics"
         proc.env_file = f"{self.spec.config_dir}/{self.decl.name}/{unit}.env"
         if proc.secret_env:
             proc.secret_file = f"{self.spec.config_dir}/{self.decl.name}/{unit}.secret.env"
@@ -1048,10 +1054,14 @@ class _DeploymentPlacer:
     def _router(self, host: str, argv: list[str], port: int, config: Mapping[str, Any]) -> None:
         spec = self.spec.router
         image = spec.image if spec.runtime == "container" else None
+        argv, metrics_port = self._router_metrics(argv)
         proc = self.service_process(host=host, unit=self.unit_name("router"), kind="router",
                                     argv=argv, venv=spec.venv, start_order=ORDER_ROUTER, port=port,
                                     port_purpose="router", health_path="/health",
                                     container_image=image)
+        # --- observability (issue 15): the router's Prometheus port is a port like any other
+        proc.ports.append(Port(metrics_port, "router-metrics"))
+        proc.metrics_url = f"http://{proc.address}:{metrics_port}/metrics"
         self.endpoint = f"http://{proc.address}:{port}"
         content = {
             "argv": proc.argv,
@@ -1062,6 +1072,31 @@ class _DeploymentPlacer:
         self.config_files.append(ConfigFile(host=host, deployment=self.decl.name,
                                             dest=f"{self.spec.config_dir}/{self.decl.name}/router.json",
                                             name="router.json", content=content))
+
+    def _router_metrics(self, argv: list[str]) -> tuple[list[str], int]:
+        """The router argv with a reachable Prometheus endpoint, and that endpoint's port.
+
+        vllm-router always serves metrics, on 127.0.0.1:29000 unless told otherwise: a second
+        router on the host panics ("Address already in use") and a remote Prometheus cannot
+        scrape it. Our deviation from the recipes site: when the argv lacks them, append
+        ``--prometheus-host`` (``router.bind_address``) and ``--prometheus-port``
+        (``ports.router_metrics``, else 29000). A recipe's own ``--prometheus-port`` is kept.
+        """
+        wanted = self.spec.ports.router_metrics
+        given = flag_value(argv, "--prometheus-port")
+        out = list(argv)
+        if given is not None:
+            if not given.isdigit() or (wanted is not None and int(given) != wanted):
+                raise self.error("ports.router_metrics", wanted if wanted is not None else given,
+                                 f"the router command's own --prometheus-port {given}",
+                                 "remove ports.router_metrics (the recipe sets the port)")
+            port = int(given)
+        else:
+            port = wanted if wanted is not None else DEFAULT_ROUTER_METRICS_PORT
+            out += ["--prometheus-port", str(port)]
+        if not has_flag(out, "--prometheus-host"):
+            out += ["--prometheus-host", self.spec.router.bind_address]
+        return out, port
 
     # Mooncake -------------------------------------------------------------------------
     def _mooncake(self, roles: Mapping[str, list[str]], section: Mapping[str, Any],
@@ -1370,8 +1405,8 @@ def _check_ports(fleet: FleetPlan) -> None:
                 key = (proc.host, port.number)
                 other = seen.get(key)
                 if other is not None:
-                    fix = ("set vllm_deployment.ports.api (or ports.router / ports.master) on one "
-                           "of them" if other.deployment != proc.deployment else
+                    fix = ("set vllm_deployment.ports.api (or ports.router / ports.router_metrics / "
+                           "ports.master) on one of them" if other.deployment != proc.deployment else
                            "give the two processes different ports in the recipe or inventory")
                     raise PlacementError(
                         f"hostvars[{proc.host!r}] port {port.number}", value=port.number,
@@ -1497,6 +1532,7 @@ def process_to_dict(proc: Process) -> dict[str, Any]:
         "start_order": proc.start_order,
         "restart_group": proc.restart_group,
         "health_url": proc.health_url,
+        "metrics_url": proc.metrics_url,
     }
 
 

@@ -16,6 +16,8 @@ Every function here is pure: it takes a :class:`FleetPlan` and returns text.
     <deployment>/<host>/router.json            vllm-router settings (PD, multi-instance Mooncake)
     <deployment>/<host>/mooncake.json          Mooncake client config (engine hosts)
     <deployment>/<host>/mooncake-store.json    Mooncake store config (store hosts)
+    monitoring/targets/<deployment>.json       Prometheus file_sd targets (_monitoring)
+    monitoring/vllm-fleet.rules.yml            Prometheus alert rules (_monitoring)
 
 Output is deterministic: no timestamps, sorted keys, stable order, so
 re-rendering unchanged input changes no byte. :func:`file_mode` gives the
@@ -27,8 +29,9 @@ from __future__ import annotations
 import json
 import re
 import shlex
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, Optional
 
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils import _monitoring
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._placement import (
     DeploymentPlan,
     FleetPlan,
@@ -310,8 +313,11 @@ def render_plan_md(fleet: FleetPlan) -> str:
     return "\n".join(out)
 
 
-def render(fleet: FleetPlan) -> dict[str, str]:
-    """Every file of the plan, ``{relative_path: content}`` (see module docstring)."""
+def render(fleet: FleetPlan, alerts: Optional[Mapping[str, Any]] = None) -> dict[str, str]:
+    """Every file of the plan, ``{relative_path: content}`` (see module docstring).
+
+    ``alerts``: the alert thresholds (``vllm_monitoring_alerts``) of the rule file.
+    """
     files: dict[str, str] = {}
     for plan in fleet.deployments:
         for proc in plan.processes:
@@ -326,6 +332,8 @@ def render(fleet: FleetPlan) -> dict[str, str]:
             files[f"{_base(plan, cfg.host)}/{cfg.name}"] = _json(cfg.content)
     files["plan.json"] = render_plan_json(fleet)
     files["PLAN.md"] = render_plan_md(fleet)
+    # observability (issue 15): Prometheus file_sd targets, one per deployment, and the alert rules
+    files.update(_monitoring.render_files(plan_to_dict(fleet), alerts))
     check_no_placeholders(files)
     return dict(sorted(files.items()))
 

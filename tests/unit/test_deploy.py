@@ -31,6 +31,8 @@ from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils import _render 
 REPO = Path(__file__).resolve().parents[2]
 ROLES = REPO / "roles"
 DEPLOY_ROLES = ("preflight", "image", "weights", "fabric", "engine", "router")
+#: Roles that follow the role conventions below: the deploy roles and the optional monitoring role.
+CONVENTION_ROLES = DEPLOY_ROLES + ("monitoring",)
 EXAMPLES = REPO / "playbooks" / "examples"
 BIN = Path(sys.executable).parent
 FETCH = ROLES / "weights" / "files" / "vllm-fleet-hf-fetch.sh"
@@ -304,7 +306,7 @@ def _walk(tasks):
             yield from _walk(task.get(key))
 
 
-@pytest.mark.parametrize("role", DEPLOY_ROLES)
+@pytest.mark.parametrize("role", CONVENTION_ROLES)
 def test_role_skeleton(role):
     base = ROLES / role
     for rel in ("defaults/main.yml", "vars/main.yml", "meta/main.yml", "meta/argument_specs.yml",
@@ -312,7 +314,7 @@ def test_role_skeleton(role):
         assert (base / rel).is_file(), f"{role}: {rel} missing"
 
 
-@pytest.mark.parametrize("role", DEPLOY_ROLES)
+@pytest.mark.parametrize("role", CONVENTION_ROLES)
 def test_variable_tiers(role):
     """Public vllm_<role>_*, internal _<role>_*, registered __<role>_* (docs/deploy.md)."""
     defaults = _yaml(ROLES / role / "defaults" / "main.yml")
@@ -346,7 +348,7 @@ def test_common_role_refuses_to_run_alone():
     assert list(tasks[0]) == ["name", "ansible.builtin.fail"]
 
 
-@pytest.mark.parametrize("role", DEPLOY_ROLES)
+@pytest.mark.parametrize("role", CONVENTION_ROLES)
 def test_argument_specs_cover_the_defaults(role):
     specs = _yaml(ROLES / role / "meta" / "argument_specs.yml")["argument_specs"]
     options = specs["main"]["options"]
@@ -375,6 +377,9 @@ def test_deploy_playbook_shape():
     assert plays[0]["hosts"] == "localhost" and plays[0]["tags"] == ["always"]
     assert [t for t in plays[0]["tasks"] if t.get("no_log")][0]["vllm_fleet.recipes.vllm_plan"]["return_content"]
     assert all(p["any_errors_fatal"] for p in plays)
+    monitoring = plays.pop()  # the optional last play: Prometheus on the group vllm_monitoring
+    assert monitoring["hosts"] == "vllm_monitoring"
+    assert monitoring["roles"] == [{"role": "vllm_fleet.recipes.monitoring", "tags": ["monitoring"]}]
     order = [p["roles"][0]["role"].rsplit(".", 1)[1] for p in plays[1:]]
     assert order == list(DEPLOY_ROLES)
     preflight = [t["ansible.builtin.include_role"]["name"].rsplit(".", 1)[1] for t in plays[1]["tasks"]]

@@ -43,7 +43,7 @@ def test_replicas_are_independent_copies_behind_a_round_robin_router():
     assert router.host == "lb"
     urls = [p.health_url.removesuffix("/health") for p in engines]
     assert router.argv == ["vllm-router", "--host", "0.0.0.0", "--port", "30000", "--policy", "round_robin",
-                           "--worker-urls", *urls]
+                           "--worker-urls", *urls, "--prometheus-port", "29000", "--prometheus-host", "0.0.0.0"]
     assert plan.endpoint == "http://10.9.0.4:30000"
 
 

@@ -276,8 +276,10 @@ def test_pd_colocated_pair_splits_one_node(corpus):
     assert {p.number for p in pre.ports} == {8001, 5557}
     assert {p.number for p in dec.ports} == {8002, 5558}
     assert pre.env["VLLM_NIXL_SIDE_CHANNEL_HOST"] == addr(0)
+    # the site's router command, plus our one deviation: a reachable Prometheus port (docs/observability.md)
     assert router.argv == filled(P.command_to_argv(case["router"]["command"]),
-                                 {**mapping, "ROUTER_HOST": "0.0.0.0", "ROUTER_PORT": "30000"})
+                                 {**mapping, "ROUTER_HOST": "0.0.0.0", "ROUTER_PORT": "30000"}) + [
+        "--prometheus-port", "29000", "--prometheus-host", "0.0.0.0"]
     assert router.exec_argv[0] == "/opt/vllm-router/bin/vllm-router"
     assert fleet.deployments[0].endpoint == f"http://{addr(1)}:30000"
     assert_no_placeholders(fleet)
@@ -351,7 +353,8 @@ def test_kv_store_two_single_node_instances_with_router_master_and_store(corpus)
     assert procs["vllm-dep-mooncake-store"].argv[-1] == "/etc/vllm-fleet/dep/mooncake-store.json"
     router = procs["vllm-dep-router"]
     assert f"http://{addr(0)}:8000" in router.argv and f"http://{addr(1)}:8000" in router.argv
-    assert router.ports == [P.Port(30080, "router")]  # the recipe's router port
+    # the recipe's router port, and vllm-router's metrics port (collision-checked like any other)
+    assert router.ports == [P.Port(30080, "router"), P.Port(29000, "router-metrics")]
     for inst in ("vllm-dep-i0", "vllm-dep-i1"):
         proc = procs[inst]
         assert proc.env["MOONCAKE_CONFIG_PATH"] == "/etc/vllm-fleet/dep/mooncake.json"

@@ -344,7 +344,9 @@ def test_plan_json_is_stable_and_complete(fleet_files):
     assert files["plan.json"] == json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
     assert data["schema"] == P.PLAN_SCHEMA
     listed = {f["src"] for host in data["hosts"].values() for f in host["files"]}
-    assert listed == {p for p in files if p not in ("plan.json", "PLAN.md") and not p.endswith(".docker.json")}
+    # every file goes to a host but the plan itself, docker argv and the Prometheus files (monitoring role)
+    assert listed == {p for p in files if p not in ("plan.json", "PLAN.md") and not p.endswith(".docker.json")
+                      and not p.startswith("monitoring/")}
     for host in data["hosts"].values():
         for entry in host["files"]:
             assert entry["mode"] == ("0600" if entry["src"].endswith(".env") else "0644")
@@ -462,5 +464,8 @@ def test_demo_plans_are_the_recipes_own_argv_with_placeholders_filled(name, sele
         if proc_name == "decode-0":
             ranks["DECODE_NODE_1"] = address[procs[unit].host]
     mapping = {**ranks, "IFACE_NAME": "ens5", "ROUTER_HOST": "0.0.0.0", "ROUTER_PORT": "30000"}
+    # our one deviation from the site's argv: the router's reachable Prometheus port (docs/observability.md)
+    deviation = {"router": ["--prometheus-port", "29000", "--prometheus-host", "0.0.0.0"]}
     for unit, proc_name in names.items():
-        assert procs[unit].argv == P.fill_placeholders(list(engine[proc_name].argv), mapping), unit
+        want = P.fill_placeholders(list(engine[proc_name].argv), mapping) + deviation.get(proc_name, [])
+        assert procs[unit].argv == want, unit
