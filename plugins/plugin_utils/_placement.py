@@ -184,6 +184,8 @@ class Process:
     env: dict[str, str] = field(default_factory=dict)
     recipe_env_keys: list[str] = field(default_factory=list)
     secret_env: dict[str, str] = field(default_factory=dict, repr=False)
+    #: env name -> the inventory key that set it (named when a value cannot be written).
+    env_keys: dict[str, str] = field(default_factory=dict)
     ports: list[Port] = field(default_factory=list)
     gpus: list[int] = field(default_factory=list)
     gpu_need: int = 0
@@ -196,7 +198,7 @@ class Process:
     api_port: Optional[int] = None
     exec_argv: list[str] = field(default_factory=list)
     env_file: str = ""
-    #: 0600 file with the secret env (``KEY='value'`` lines), mounted into the container.
+    #: 0600 file with the secret env (``KEY=value`` lines), mounted into the container.
     secret_file: str = ""
     start_order: int = ORDER_HEAD
     health_url: Optional[str] = None
