@@ -385,7 +385,7 @@ class RecordedResolver:
         self.source = source
         for index, record in enumerate(records):
             if not isinstance(record, Mapping) or "resolution" not in record:
-                raise PlacementError(f"{source}[{index}]", value=record,
+                raise PlacementError(f"{source}[{index}]", value=type(record).__name__,
                                      expected="a mapping with 'overrides' and 'resolution'",
                                      fix="use the 'resolutions' list of a plan.json deployment")
             self._by_key[overrides_key(record.get("overrides") or {})] = record["resolution"]
@@ -1785,12 +1785,19 @@ def engine_factory(*, catalog: Any = None, recipe_dirs: Sequence[str] = (), base
             if not os.path.isabs(path) and base_dir:
                 path = os.path.join(base_dir, path)
             try:
-                with open(path, encoding="utf-8") as handle:
-                    data = json.load(handle)
-            except (OSError, ValueError) as exc:
+                data = json.loads(_loader.read_capped(path, "a JSON plan.json deployment entry"))
+            except RecipeError as exc:
                 raise PlacementError(f"vllm_deployment[{decl.name}].resolution_file", value=path,
                                      expected="a readable JSON list of pinned resolutions",
-                                     fix=f"point resolution_file at a valid file ({exc})") from None
+                                     fix=f"point resolution_file at a valid file ({exc.reason})") from None
+            except (OSError, ValueError) as exc:
+                # the reason only (strerror / JSON position): never the file's content
+                reason = getattr(exc, "strerror", None) or type(exc).__name__
+                if isinstance(exc, json.JSONDecodeError):
+                    reason = f"invalid JSON at line {exc.lineno}, column {exc.colno}"
+                raise PlacementError(f"vllm_deployment[{decl.name}].resolution_file", value=path,
+                                     expected="a readable JSON list of pinned resolutions",
+                                     fix=f"point resolution_file at a valid file ({reason})") from None
             records = data.get("resolutions", data) if isinstance(data, Mapping) else data
             return BoundEngine(resolve=RecordedResolver(records, source=path),
                                hardware_profile=profiles.get(spec.hardware or ""),
