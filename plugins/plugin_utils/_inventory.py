@@ -714,7 +714,8 @@ def _group_hosts(groups: Mapping[str, Sequence[str]], name: str) -> tuple[str, .
 
 def collect_deployments(hostvars: Mapping[str, Mapping[str, Any]],
                         groups: Mapping[str, Sequence[str]],
-                        deployments_list: Optional[Sequence[Any]] = None) -> list[DeclaredDeployment]:
+                        deployments_list: Optional[Sequence[Any]] = None,
+                        group_declarations: Optional[Mapping[str, Any]] = None) -> list[DeclaredDeployment]:
     """Find every declared deployment.
 
     * ``vllm_deployment`` on a group: every member host sees the same mapping.
@@ -724,6 +725,11 @@ def collect_deployments(hostvars: Mapping[str, Mapping[str, Any]],
     * ``vllm_deployments``: a list of mappings, each with ``group`` (and
       optionally ``name``), typically in ``group_vars/all``; use it when one
       host carries several deployments.
+
+    ``group_declarations`` (group -> the ``vllm_deployment`` set in that group's own vars,
+    templated), when the caller can see group vars: a declaration that no host ends up
+    carrying (each of its hosts is in another group whose ``vllm_deployment`` wins) is
+    refused instead of silently dropped.
     """
     found: dict[str, DeclaredDeployment] = {}
     ignore = {"all", "ungrouped"}
@@ -798,5 +804,18 @@ def collect_deployments(hostvars: Mapping[str, Mapping[str, Any]],
             group = candidates[0]
             where = f"group {group!r} vllm_deployment"
         add(spec, group, where)
+
+    for group, raw in sorted((group_declarations or {}).items()):
+        if group in ignore or raw is None or _freeze(raw) in by_decl:
+            continue
+        hosts = _group_hosts(groups, group)
+        others = sorted({g for h in hosts for g, hs in groups.items()
+                         if g not in ignore and g != group and h in hs})
+        raise InventoryError(f"group {group!r} vllm_deployment", value=list(hosts),
+                             expected="a deployment whose hosts carry it (a host variable holds one "
+                                      f"vllm_deployment; these hosts also belong to {others}, whose "
+                                      "vllm_deployment wins)",
+                             fix="declare both with the vllm_deployments list (each item with name and "
+                                 "group), or keep each host in one deployment group")
 
     return [found[name] for name in sorted(found)]

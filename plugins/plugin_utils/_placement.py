@@ -1507,7 +1507,8 @@ def _exec_argv(plan: DeploymentPlan, fleet: FleetPlan, proc: Process) -> None:
 
 def build_plan(hostvars: Mapping[str, Mapping[str, Any]], groups: Mapping[str, Sequence[str]],
                engine_factory: EngineFactory, *,
-               deployments_list: Optional[Sequence[Any]] = None) -> FleetPlan:
+               deployments_list: Optional[Sequence[Any]] = None,
+               group_declarations: Optional[Mapping[str, Any]] = None) -> FleetPlan:
     """Compile every declared deployment of an inventory into one :class:`FleetPlan`.
 
     Args:
@@ -1515,11 +1516,13 @@ def build_plan(hostvars: Mapping[str, Mapping[str, Any]], groups: Mapping[str, S
         groups: ``groups`` (group -> member hosts in inventory order).
         engine_factory: ``DeclaredDeployment -> BoundEngine``.
         deployments_list: the ``vllm_deployments`` list, when used.
+        group_declarations: group -> the ``vllm_deployment`` of that group's own vars, when
+            the caller sees group vars (a shadowed declaration is then refused).
 
     Raises:
         PlacementError / InventoryError / the engine's SelectionError.
     """
-    declared = collect_deployments(hostvars, groups, deployments_list)
+    declared = collect_deployments(hostvars, groups, deployments_list, group_declarations)
     if not declared:
         raise PlacementError("vllm_deployment", has_value=False,
                              expected="at least one inventory group with a vllm_deployment mapping",

@@ -295,6 +295,9 @@ def render(fleet: FleetPlan) -> dict[str, str]:
                 files[f"{base}/{proc.unit}.docker.json"] = _json(proc.exec_argv)
         for cfg in plan.config_files:
             files[f"{_base(plan, cfg.host)}/{cfg.name}"] = _json(cfg.content)
+    for path in files:  # every folder name is a validated deployment or host name
+        if any(part in ("", ".", "..") for part in path.split("/")):
+            raise RenderError(f"refusing to render {path!r}: it would leave the render directory")
     files["plan.json"] = render_plan_json(fleet)
     files["PLAN.md"] = render_plan_md(fleet)
     check_no_placeholders(files)

@@ -34,6 +34,12 @@ def expectations(name: str) -> list[str]:
 
 def templated_inventory(path: Path) -> tuple[dict, dict, list | None]:
     """hostvars (vllm_* and ansible_host, templated) and groups, as Ansible sees them."""
+    hostvars, groups, deployments, _declared = templated_inventory_and_groups(path)
+    return hostvars, groups, deployments
+
+
+def templated_inventory_and_groups(path: Path) -> tuple[dict, dict, list | None, dict]:
+    """:func:`templated_inventory` plus each group's own ``vllm_deployment`` (as vllm_plan sees it)."""
     from ansible.inventory.manager import InventoryManager
     from ansible.parsing.dataloader import DataLoader
     from ansible.template import Templar
@@ -52,7 +58,12 @@ def templated_inventory(path: Path) -> tuple[dict, dict, list | None]:
         picked = json.loads(json.dumps(picked))
         deployments = picked.pop("vllm_deployments", deployments)
         hostvars[host.name] = picked
-    return hostvars, inventory.get_groups_dict(), deployments
+    declared = {}
+    for name, group in inventory.groups.items():
+        raw = group.get_vars().get("vllm_deployment")
+        if raw is not None:
+            declared[name] = json.loads(json.dumps(Templar(loader=loader, variables={}).template(raw)))
+    return hostvars, inventory.get_groups_dict(), deployments, declared
 
 
 def test_corpus_is_large_enough():
@@ -61,9 +72,10 @@ def test_corpus_is_large_enough():
 
 @pytest.mark.parametrize("name", CASES)
 def test_bad_input_fails_in_python_with_its_message(name):
-    hostvars, groups, deployments = templated_inventory(CASES_DIR / name / "inventory.yml")
+    hostvars, groups, deployments, declared = templated_inventory_and_groups(CASES_DIR / name / "inventory.yml")
     with pytest.raises((RecipeError, ValueError)) as caught:
-        P.build_plan(hostvars, groups, P.engine_factory(), deployments_list=deployments)
+        P.build_plan(hostvars, groups, P.engine_factory(), deployments_list=deployments,
+                     group_declarations=declared)
     message = str(caught.value)
     for expected in expectations(name):
         assert expected in message, f"{name}: {expected!r} not in {message!r}"
