@@ -107,7 +107,7 @@ class PlacementError(InventoryError):
 
 def engine_error(decl: DeclaredDeployment, exc: Exception) -> PlacementError:
     """Re-raise a recipe/selection error of the engine against the inventory key that caused it."""
-    key = str(getattr(exc, "key", "") or "recipe")
+    key = str(getattr(exc, "key", "") or getattr(exc, "source", "") or "recipe")
     if key.startswith("pd_nodes"):
         key = "pd" + key[len("pd_nodes"):]
     loaded_path = "/" in key or key.endswith((".yaml", ".yml", ".json"))
