@@ -154,14 +154,15 @@ def check_image(key: str, value: str) -> str:
 
 def check_host_name(name: str) -> str:
     """An inventory host name, used as a path component of the render directory."""
-    key = f"inventory host name {name!r}"
+    shown = repr(name) if len(name) <= 80 else repr(name[:77]) + "..."
+    key = f"inventory host name {shown}"
     U.check_text(key, name, max_bytes=253, what="a host name",
                  fix="rename the host in the inventory (letters, digits, '-', '_', '.')")
-    if (not name or name.strip() != name or any(c in name for c in "/\\") or ".." in name
+    if (not name or any(c in name for c in "/\\$`'\"") or ".." in name
             or name.startswith(("-", ".")) or any(c.isspace() for c in name)):
         raise InventoryError(key, value=name,
-                             expected="a host name without '/', '\\', '..', blanks or a leading "
-                                      "'-' or '.' (it names a folder of the rendered plan)",
+                             expected="a host name without '/', '\\', '..', '$', quotes, blanks or a "
+                                      "leading '-' or '.' (it names a folder of the rendered plan)",
                              fix="rename the host in the inventory (unicode letters are fine)")
     return name
 
@@ -216,8 +217,8 @@ def check_deployment_strings(spec: "DeploymentSpec", where: str) -> None:
     for attr in ("name", "group", "recipe", "variant", "hardware", "strategy", "frontend",
                  "kv_offload", "resolution_file"):
         value = getattr(spec, attr)
-        if value is not None:
-            U.check_text(f"{where}.{attr}", value)
+        if value is not None:  # 1024 bytes: a path or URL, and short enough to quote in messages
+            U.check_text(f"{where}.{attr}", value, max_bytes=1024)
     for index, feature in enumerate(spec.features or ()):
         U.check_text(f"{where}.features[{index}]", feature)
     for name, mode in spec.feature_modes.items():
@@ -263,7 +264,7 @@ def check_deployment_strings(spec: "DeploymentSpec", where: str) -> None:
 # --------------------------------------------------------------------------------------
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, str_strip_whitespace=True)
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 class PoolSpec(_Strict):
@@ -537,6 +538,8 @@ def _opt_str(host: str, var: str, value: Any) -> Optional[str]:
     if not isinstance(value, str):
         raise InventoryError(f"hostvars[{host!r}].{var}", value=value, expected="a string",
                              fix=f"quote the value of {var} on {host}")
+    # control characters are refused before blanks are trimmed: "x\n" is not silently "x"
+    U.check_text(f"hostvars[{host!r}].{var}", value)
     return value.strip()
 
 

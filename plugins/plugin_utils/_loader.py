@@ -362,6 +362,15 @@ def load_recipe_ref(ref: str, *, catalog: Catalog | None = None, recipe_dirs: Se
     the recipes this collection ships. Relative paths and dirs are taken from
     ``base_dir`` when given.
     """
+    try:
+        return _load_recipe_ref(ref, catalog=catalog, recipe_dirs=recipe_dirs, base_dir=base_dir,
+                                cache_dir=cache_dir)
+    except OSError as exc:  # a name too long for a path, a loop of links ...: reported, not raised raw
+        raise RecipeLoadError(ref, reason=f"cannot read: {exc.strerror or type(exc).__name__}") from None
+
+
+def _load_recipe_ref(ref: str, *, catalog: Catalog | None, recipe_dirs: Sequence[PathLike],
+                     base_dir: PathLike | None, cache_dir: PathLike | None) -> LoadedRecipe:
     if re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", ref):
         return load_recipe(ref, catalog=catalog, cache_dir=cache_dir)
     if ref.startswith(("/", "./", "../", "~")) or ref.endswith((".yaml", ".yml", ".json")):

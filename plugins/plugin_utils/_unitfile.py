@@ -212,6 +212,15 @@ def unit_file(comments: Sequence[tuple[str, str]],
 # env files
 # --------------------------------------------------------------------------------------
 
+def _comment(text: str) -> str:
+    # systemd continues an env-file comment that ends with a backslash onto the next line
+    check_text("comment", text)
+    if text.endswith("\\"):
+        raise UnsafeValueError("comment", value=text, expected="a comment without a trailing backslash",
+                               reason="fix: report this: comments are generated")
+    return text
+
+
 def env_file(comments: Sequence[str], entries: Sequence[tuple[str, str, str]], *,
              secret: bool = False) -> str:
     """``KEY=value`` lines from ``(name, value, key)`` entries, after ``# comment`` lines.
@@ -221,7 +230,7 @@ def env_file(comments: Sequence[str], entries: Sequence[tuple[str, str, str]], *
     ``=``, nothing evaluated), so any single-line value passes and messages show a
     fingerprint instead of the value.
     """
-    lines = [f"# {check_text('comment', text)}" for text in comments]
+    lines = [f"# {_comment(text)}" for text in comments]
     for name, value, key in entries:
         if not ENV_NAME_RE.match(name):
             raise UnsafeValueError(key, value=name, expected="an environment variable name "
