@@ -581,10 +581,13 @@ class _DeploymentPlacer:
             "IB_IF": f"set vllm_ib_hca on {proc.host} (e.g. mlx5_0) or "
                      "vllm_deployment.placeholders.IB_IF",
         }
+        # the key named is the one to set, not the internal place the placeholder sits in
+        keys = {"IFACE_NAME": f"hostvars[{proc.host!r}].vllm_fabric_interface",
+                "IB_IF": f"hostvars[{proc.host!r}].vllm_ib_hca"}
         raise PlacementError(
-            f"{self.where}.{proc.unit}.{what}", value=f"${name}",
-            expected=f"every placeholder filled on host {proc.host} (unresolved: "
-                     + ", ".join("$" + n for n in left) + ")",
+            keys.get(name, f"{self.where}.placeholders.{name}"), value=f"${name}",
+            expected=f"every placeholder filled on host {proc.host} (unresolved in the {what} of "
+                     f"{proc.unit}: " + ", ".join("$" + n for n in left) + ")",
             fix=fixes.get(name, f"set vllm_deployment.placeholders.{name} or host var "
                                 f"vllm_placeholders.{name} on {proc.host}"),
             source=self.decl.source)
