@@ -919,6 +919,7 @@ class _DeploymentPlacer:
                              "pick a single_node_* strategy for a one-host group")
         docker = (res.get("docker") or {}).get("processes") or {}
         urls: list[str] = []
+        self.distinct_addresses(gpu_hosts, f"the replicas of group {self.decl.group}")
         for index, host in enumerate(gpu_hosts):
             if replicas == 1:
                 proc = self.engine_process(host=host, unit=self.unit_name(""), role="single",
@@ -1068,6 +1069,7 @@ class _DeploymentPlacer:
                              "remove ports.api")
         pools = {"prefill": self.ranked(prefill, "the prefill pool"),
                  "decode": self.ranked(decode, "the decode pool")}
+        self.distinct_addresses(list(dict.fromkeys(pools["prefill"] + pools["decode"])), "the PD cluster")
         router = routers[0]
         self.common["PREFILL_DP_RPC_PORT"] = str(self.spec.ports.prefill_dp_rpc)
         self.common["DECODE_DP_RPC_PORT"] = str(self.spec.ports.decode_dp_rpc)
