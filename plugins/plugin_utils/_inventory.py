@@ -72,6 +72,12 @@ IMAGE_REF_RE = re.compile(
     rf"^(?:{_DOMAIN}/)?{_PATH_COMPONENT}(?:/{_PATH_COMPONENT})*"
     r"(?::[\w][\w.-]{0,127})?"
     r"(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?$")
+#: Host directories that must never be the read-write weights mount (``-v DIR:/root/.cache/...``).
+_SYSTEM_DIRS = frozenset(("/", "/bin", "/boot", "/dev", "/etc", "/home", "/lib", "/lib32", "/lib64", "/opt",
+                          "/proc", "/root", "/run", "/sbin", "/srv", "/sys", "/tmp", "/usr", "/var",
+                          "/var/lib", "/var/run", "/var/log"))
+_SYSTEM_TREES = ("/proc/", "/sys/", "/dev/", "/run/", "/var/run/", "/etc/", "/boot/", "/usr/",
+                 "/var/lib/docker", "/var/lib/containerd", "/bin/", "/sbin/", "/lib/", "/lib64/")
 _REVISION_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,254}$")
 
 PD_ROLES = ("prefill", "decode", "router")
@@ -229,6 +235,13 @@ def check_deployment_strings(spec: "DeploymentSpec", where: str) -> None:
                         ("docker_binary", spec.docker_binary), ("weights.cache_dir", spec.weights.cache_dir),
                         ("router.venv", spec.router.venv), ("mooncake.venv", spec.mooncake.venv)):
         U.check_path(f"{where}.{attr}", value)
+    cache = spec.weights.cache_dir
+    if cache in _SYSTEM_DIRS or cache.startswith(_SYSTEM_TREES):
+        raise InventoryError(f"{where}.weights.cache_dir", value=cache,
+                             expected="a directory of its own: it is mounted read-write into the "
+                                      "container (a system directory or the docker socket's would "
+                                      "hand the container the host)",
+                             fix="use a dedicated directory such as /data/huggingface")
     for attr, image in (("image", spec.image), ("router.image", spec.router.image)):
         if image is not None:
             check_image(f"{where}.{attr}", image)
