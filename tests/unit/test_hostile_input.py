@@ -289,3 +289,38 @@ def test_rendered_units_pass_systemd_analyze_verify(target_root, token, host):
     unit = one(files, ".service")
     result = verify_units(target_root, {"vllm-g.service": unit})
     assert result.returncode == 0 and result.stderr == "", result.stderr
+
+
+# --------------------------------------------------------------------------------------
+# any shape, any key: a refusal (RecipeError / ValueError), never a traceback
+# --------------------------------------------------------------------------------------
+
+JSON = st.recursive(st.none() | st.booleans() | st.integers(-2, 70000) | st.floats(allow_nan=False) | VALUES,
+                    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(VALUES, inner, max_size=3),
+                    max_leaves=6)
+DEPLOYMENT_KEYS = ["name", "group", "recipe", "variant", "hardware", "strategy", "features", "feature_modes",
+                   "frontend", "kv_offload", "kv_instances", "node_count", "replicas", "advanced_args", "pd",
+                   "ports", "image", "container_profile", "gpu_runtime", "rdma", "container_args", "weights",
+                   "router", "mooncake", "unit", "api_key", "extra_env", "placeholders", "config_dir",
+                   "unit_dir", "docker_binary", "resolution_file"]
+HOST_KEYS = ["ansible_host", "vllm_fabric_address", "vllm_fabric_interface", "vllm_pd_role", "vllm_node_rank",
+             "vllm_gpu_count", "vllm_gpus", "vllm_deployment_gpus", "vllm_rdma_devices", "vllm_ib_hca",
+             "vllm_mooncake_role", "vllm_mooncake_device", "vllm_placeholders"]
+
+
+@settings(max_examples=200, deadline=None, database=None)
+@given(st.dictionaries(st.sampled_from(DEPLOYMENT_KEYS), JSON, max_size=3),
+       st.dictionaries(st.sampled_from(HOST_KEYS), JSON, max_size=3))
+def test_any_value_of_any_key_is_refused_or_renders(deployment, hostvars):
+    try:
+        files = render_with(deployment, hostvars=hostvars)
+    except (RecipeError, ValueError) as exc:
+        assert "Traceback" not in str(exc)
+        return
+    for path, text in files.items():
+        if path.endswith(".service"):
+            readers.exec_argv(text)
+        elif path.endswith(".secret.env"):
+            readers.shim_env_file(text)
+        elif path.endswith(".env"):
+            assert readers.systemd_env_file(text) == readers.docker_env_file(text)
