@@ -700,7 +700,7 @@ class _DeploymentPlacer:
         if self.spec.weights.endpoint and self.spec.weights.mode == "container":
             node_env["HF_ENDPOINT"] = self.spec.weights.endpoint
         node_env.update(extra_env or {})
-        proc.env_keys = self._env_keys(host, final_env, node_env)
+        proc.env_keys = self._env_keys(host, env, node_env)
         for key, value in self.spec.extra_env.items():
             proc.env_keys[key] = f"{self.where}.extra_env.{key}"
             if is_secret_env(key):  # a secret never goes to the plain env file, argv or plan
@@ -747,17 +747,24 @@ class _DeploymentPlacer:
         self.processes.append(proc)
         return proc
 
-    def _env_keys(self, host: str, recipe_env: Mapping[str, str],
+    def _env_keys(self, host: str, recipe_env: Mapping[str, Any],
                   node_env: Mapping[str, str]) -> dict[str, str]:
         """env name -> the inventory key (or recipe entry) its value comes from."""
         hostvar = f"hostvars[{host!r}]"
+        filled_by = {"IFACE_NAME": f"{hostvar}.vllm_fabric_interface", "IB_IF": f"{hostvar}.vllm_ib_hca"}
         by_name = {"UCX_NET_DEVICES": f"{hostvar}.vllm_rdma_devices", "NCCL_IB_HCA": f"{hostvar}.vllm_ib_hca",
                    "HF_ENDPOINT": f"{self.where}.weights.endpoint"}
         for name in ("NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME", "HCCL_SOCKET_IFNAME", "TP_SOCKET_IFNAME"):
             by_name[name] = f"{hostvar}.vllm_fabric_interface"
         for name in ("VLLM_HOST_IP", "HCCL_IF_IP", "VLLM_NIXL_SIDE_CHANNEL_HOST"):
             by_name[name] = f"{hostvar}.{self.hosts[host].address_source or 'vllm_fabric_address'}"
-        keys = {name: f"{self.where}.recipe env.{name} (placeholders filled for {host})" for name in recipe_env}
+        keys: dict[str, str] = {}
+        for name, raw in recipe_env.items():
+            placeholders = find_placeholders(str(raw))
+            keys[str(name)] = " / ".join(
+                filled_by.get(p, f"{self.where}.placeholders.{p} or {hostvar}.vllm_placeholders.{p}")
+                for p in placeholders) + f" (filling the recipe's env {name})" if placeholders \
+                else f"{self.where}.recipe env {name}"
         keys.update({name: by_name.get(name, f"{self.where}.env.{name}") for name in node_env})
         return keys
 
