@@ -324,3 +324,68 @@ def test_any_value_of_any_key_is_refused_or_renders(deployment, hostvars):
             readers.shim_env_file(text)
         elif path.endswith(".env"):
             assert readers.systemd_env_file(text) == readers.docker_env_file(text)
+
+
+# --------------------------------------------------------------------------------------
+# tables: what the writer refuses, and how it shows it
+# --------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("value, shown", [
+    ("a\nb", "'a\\nb'"),
+    ("a\rb", "'a\\rb'"),
+    ("a\x00b", "'a\\x00b'"),
+    ("\x1b[31m", "'\\x1b[31m'"),
+    ("a\u2028b", "'a\\u2028b'"),
+    ("x" * 40000, "'xxxx"),
+])
+def test_check_text_refuses_with_the_key_and_a_visible_value(value, shown):
+    with pytest.raises(U.UnsafeValueError) as caught:
+        U.check_text("vllm_deployment.extra_env.X", value)
+    message = str(caught.value)
+    assert message.startswith("vllm_deployment.extra_env.X: got ") and shown in message
+    assert len(message) < 600 and "\n" not in message and "\r" not in message
+
+
+def test_secrets_are_shown_by_fingerprint_only():
+    with pytest.raises(U.UnsafeValueError) as caught:
+        U.check_text("vllm_deployment.api_key", "sk-VERYSECRET\n", secret=True)
+    assert "sk-VERYSECRET" not in str(caught.value)
+    assert U.fingerprint("sk-VERYSECRET\n") in str(caught.value)
+
+
+@pytest.mark.parametrize("path, ok", [
+    ("/etc/vllm-fleet", True), ("/opt/v.1/x_y@z+w", True), ("relative", False), ("/a/../b", False),
+    ("/a/./b", False), ("/a b", False), ("/a:b", False), ("/a%b", False), ("/a$b", False), ("/ä", False),
+])
+def test_check_path(path, ok):
+    if ok:
+        assert U.check_path("k", path) == path
+    else:
+        with pytest.raises(U.UnsafeValueError):
+            U.check_path("k", path)
+
+
+@pytest.mark.parametrize("rel, inside", [
+    ("g/a/vllm-g.service", True), ("plan.json", True), ("../x", False), ("g/../../x", False),
+    ("/etc/passwd", False), ("g//x", False), ("", False),
+])
+def test_vllm_plan_writes_and_prunes_only_inside_its_dest(rel, inside):
+    from ansible_collections.vllm_fleet.recipes.plugins.action.vllm_plan import ActionModule
+    assert ActionModule._contained("/out", rel) is inside  # pylint: disable=protected-access
+
+
+@pytest.mark.parametrize("image, ok", [
+    ("vllm/vllm-openai:v0.11.0", True), ("vllm/vllm-openai:nightly", True), ("ubuntu", True),
+    ("registry.example.com:5000/org/image:tag", True), ("localhost/x", True), ("[fd00::1]:5000/x:1", True),
+    ("vllm/vllm-openai@sha256:" + "a" * 64, True), ("a/b:T_A.G-1@sha256:" + "0" * 64, True),
+    ("--privileged", False), ("-v", False), ("vllm/vllm-openai:latest --privileged", False),
+    ("vllm/OpenAI", False), ("vllm/openai:", False), ("vllm//openai", False), ("vllm/openai:a/b", False),
+    ("vllm/openai@sha256:abc", False), ("x\n", False), ("", False), ("a" * 600, False),
+])
+def test_check_image_follows_dockers_reference_grammar(image, ok):
+    from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._inventory import check_image
+    if ok:
+        assert check_image("vllm_deployment.image", image) == image
+    else:
+        with pytest.raises(RecipeError, match=r"^vllm_deployment\.image: "):
+            check_image("vllm_deployment.image", image)
