@@ -85,15 +85,18 @@ class ActionModule(ActionBase):
         ``hostvars`` only shows the one mapping each host ends up with; a declaration every host
         of which is shadowed by another group's would otherwise vanish without a word.
         """
-        inventory = getattr(task_vars.get("hostvars"), "_inventory", None)
+        hostvars = task_vars.get("hostvars")
+        inventory = getattr(hostvars, "_inventory", None)
         out = {}
         for name, group in (getattr(inventory, "groups", None) or {}).items():
             raw = group.get_vars().get("vllm_deployment")
-            if raw is None:
+            members = group.get_hosts()
+            if raw is None or not members:
                 continue
-            try:
-                out[to_text(name)] = _plain(self._templar.template(raw))
-            except Exception:  # pylint: disable=broad-except  # host-dependent templates: not checked
+            try:  # templated as its first host sees it (host-dependent templates stay comparable)
+                templar = self._templar.copy_with_new_env(available_variables=hostvars[members[0].name])
+                out[to_text(name)] = _plain(templar.template(raw))
+            except Exception:  # pylint: disable=broad-except  # cannot be templated here: not checked
                 continue
         return out
 
