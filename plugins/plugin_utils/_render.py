@@ -29,7 +29,6 @@ import shlex
 from typing import Any, Iterable, Mapping, Optional
 
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils import _unitfile as U
-
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._placement import (
     DeploymentPlan,
     FleetPlan,

@@ -21,7 +21,7 @@ back:
   splits each line at the first ``=`` and evaluates nothing.
 
 No value may hold a control character (LF, CR, NUL, ...), a line or paragraph
-separator or a byte-order mark: systemd ends env-file lines at CR and LF,
+separator, a byte-order mark or a unicode noncharacter: systemd ends env-file lines at CR and LF,
 docker only at LF, so such a value means two different things to two readers.
 """
 
@@ -88,6 +88,9 @@ def control_problem(text: str) -> Optional[str]:
         category = unicodedata.category(char)
         if category in ("Cc", "Cs", "Zl", "Zp") or char == "\ufeff":
             return f"a control character ({char!r}: LF, CR, NUL, TAB and the like end or split lines)"
+        code = ord(char)
+        if 0xFDD0 <= code <= 0xFDEF or code & 0xFFFE == 0xFFFE:  # systemd refuses noncharacters
+            return f"a unicode noncharacter ({char!r})"
     return None
 
 

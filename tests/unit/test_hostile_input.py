@@ -37,7 +37,7 @@ SYSTEMD_ANALYZE = shutil.which("systemd-analyze")
 # values
 # --------------------------------------------------------------------------------------
 
-NASTY = ["\n", "\r", "\x00", "\t", "\x1b", "\x7f", "\x85", "\u2028", "\ufeff", '"', "'", "\\", "$", "$(id)",
+NASTY = ["\n", "\r", "\x00", "\t", "\x1b", "\x7f", "\x85", "\u2028", "\ufeff", "\ufffe", '"', "'", "\\", "$", "$(id)",
          "${HOME}", "`id`", "%", "%n", "%%", "..", "/", ";", " ", "=", "#", "&&", "|", ":", ",", "é", "名"]
 FRAGMENTS = st.sampled_from(NASTY) | st.text(min_size=1, max_size=4)
 #: Short hostile strings, and now and then a very long one (over docker's 64 KiB line).
