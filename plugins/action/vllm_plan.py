@@ -79,6 +79,27 @@ class ActionModule(ActionBase):
             out[to_text(host)] = data
         return out
 
+    def _group_declarations(self, task_vars):
+        """group -> the vllm_deployment set in that group's own vars (templated), where visible.
+
+        ``hostvars`` only shows the one mapping each host ends up with; a declaration every host
+        of which is shadowed by another group's would otherwise vanish without a word.
+        """
+        hostvars = task_vars.get("hostvars")
+        inventory = getattr(hostvars, "_inventory", None)
+        out = {}
+        for name, group in (getattr(inventory, "groups", None) or {}).items():
+            raw = group.get_vars().get("vllm_deployment")
+            members = group.get_hosts()
+            if raw is None or not members:
+                continue
+            try:  # templated as its first host sees it (host-dependent templates stay comparable)
+                templar = self._templar.copy_with_new_env(available_variables=hostvars[members[0].name])
+                out[to_text(name)] = _plain(templar.template(raw))
+            except Exception:  # pylint: disable=broad-except  # cannot be templated here: not checked
+                continue
+        return out
+
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
         del tmp
@@ -104,7 +125,8 @@ class ActionModule(ActionBase):
             factory = engine_factory(catalog=catalog, recipe_dirs=recipe_dirs, base_dir=base_dir,
                                      cache_dir=to_text(args["cache_dir"]) if args.get("cache_dir") else None)
             groups = {to_text(g): [to_text(h) for h in hs] for g, hs in (task_vars.get("groups") or {}).items()}
-            fleet = build_plan(self._host_vars(task_vars), groups, factory, deployments_list=deployments)
+            fleet = build_plan(self._host_vars(task_vars), groups, factory, deployments_list=deployments,
+                               group_declarations=self._group_declarations(task_vars))
             files = render(fleet, alerts=_plain(task_vars.get("vllm_monitoring_alerts") or {}))
         except (RecipeError, ValueError) as exc:
             result.update(failed=True, msg=f"vllm_plan: {to_native(exc)}")
@@ -133,7 +155,7 @@ class ActionModule(ActionBase):
         check = self._task.check_mode
         written = []
         for rel in sorted(files):
-            path = os.path.join(dest, rel)
+            path = self._inside(dest, rel)
             data = files[rel].encode("utf-8")
             mode = file_mode(rel)
             try:
@@ -154,6 +176,8 @@ class ActionModule(ActionBase):
                 old = [line.strip() for line in handle if line.strip()]
         except OSError:
             pass
+        # a manifest line is a path we wrote: anything that leaves dest is not ours to remove
+        old = [rel for rel in old if self._contained(dest, rel)]
         removed = sorted(rel for rel in old if rel not in files and prune
                          and os.path.exists(os.path.join(dest, rel)))
         if not check:
@@ -172,6 +196,17 @@ class ActionModule(ActionBase):
             if not unchanged:
                 self._atomic_write(manifest, listing, 0o644)
         return written, removed
+
+    @staticmethod
+    def _contained(dest, rel):
+        parts = rel.split("/")
+        return bool(rel) and not os.path.isabs(rel) and all(p not in ("", ".", "..") for p in parts)
+
+    def _inside(self, dest, rel):
+        """``dest/rel``, refusing a path that would leave the render directory."""
+        if not self._contained(dest, rel):
+            raise AnsibleActionFail(f"vllm_plan: refusing to write {rel!r} outside {dest}")
+        return os.path.join(dest, rel)
 
     @staticmethod
     def _atomic_write(path, data, mode):

@@ -218,9 +218,12 @@ def engine_docker_argv(spec: ContainerSpec, profile: str, *,
 
 #: Where a process's secret file is mounted inside its container (read-only).
 SECRET_MOUNT = "/run/vllm-fleet/secret.env"
-# Sourced by /bin/sh before exec'ing the program: the secrets become the program's
+# Read by /bin/sh before exec'ing the program: the secrets become the program's
 # environment without ever being part of the container's configuration (docker inspect).
-SECRET_SHIM = f'set -a && . {SECRET_MOUNT} && set +a && exec "$@"'
+# The file is never sourced: each ``KEY=value`` line is split by ``export`` and nothing in
+# a value is evaluated (no quotes, ``$(...)`` or backticks), as with ``docker --env-file``.
+SECRET_SHIM = ('while IFS= read -r line; do case $line in ""|"#"*) ;; *) export "$line" || exit 2 ;; '
+               f'esac; done < {SECRET_MOUNT} && exec "$@"')
 
 
 def with_secret_file(argv: Sequence[str], image: str, program_argv: Sequence[str],
@@ -228,7 +231,7 @@ def with_secret_file(argv: Sequence[str], image: str, program_argv: Sequence[str
     """Rewrite a ``docker run`` argv so secrets come from a mounted 0600 file.
 
     ``--env-file`` values are stored in the container's config and shown by
-    ``docker inspect``; a file sourced by a ``/bin/sh`` shim at start is not. The
+    ``docker inspect``; a file read by a ``/bin/sh`` shim at start is not. The
     image's entrypoint is replaced by the shim, which execs the full program
     (``vllm serve ...``) with the secrets in its environment.
     """

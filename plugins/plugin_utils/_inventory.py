@@ -36,6 +36,7 @@ from pydantic import (
     model_validator,
 )
 
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils import _unitfile as U
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._errors import SelectionError
 
 __all__ = [
@@ -53,6 +54,31 @@ NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
 _ENV_KEY_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _PLACEHOLDER_NAME_RE = re.compile(r"^[A-Z][A-Z0-9_]*$")
 _IFACE_RE = re.compile(r"^[A-Za-z0-9_.:@-]{1,15}$")
+
+#: Env names that hold secrets: they go to the secret file, and messages show a fingerprint.
+SECRET_ENV_RE = re.compile(r"^(HF_TOKEN|VLLM_API_KEY|[A-Za-z0-9_]*_(TOKEN|KEY|PASSWORD|SECRET))$",
+                           re.IGNORECASE)
+#: argv flags whose value is a secret (``--api-key``, ``--hf-token``, ``--db-password`` ...).
+SECRET_FLAG_RE = re.compile(r"^--(?:[a-z0-9]+-)*(?:token|key|password|secret)$")
+#: A secret given as a placeholder the plan fills from the vault (``--api-key $API_KEY``).
+_SECRET_PLACEHOLDERS = ("$API_KEY", "${API_KEY}")
+
+# docker's reference grammar (github.com/distribution/reference, regexp.go).
+_ALNUM = r"[a-z0-9]+"
+_PATH_COMPONENT = rf"{_ALNUM}(?:(?:[._]|__|-+){_ALNUM})*"
+_DOMAIN_COMPONENT = r"(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])"
+_DOMAIN = rf"(?:{_DOMAIN_COMPONENT}(?:\.{_DOMAIN_COMPONENT})*|\[[a-fA-F0-9:]+\])(?::[0-9]+)?"
+IMAGE_REF_RE = re.compile(
+    rf"^(?:{_DOMAIN}/)?{_PATH_COMPONENT}(?:/{_PATH_COMPONENT})*"
+    r"(?::[\w][\w.-]{0,127})?"
+    r"(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?$")
+#: Host directories that must never be the read-write weights mount (``-v DIR:/root/.cache/...``).
+_SYSTEM_DIRS = frozenset(("/", "/bin", "/boot", "/dev", "/etc", "/home", "/lib", "/lib32", "/lib64", "/opt",
+                          "/proc", "/root", "/run", "/sbin", "/srv", "/sys", "/tmp", "/usr", "/var",
+                          "/var/lib", "/var/run", "/var/log"))
+_SYSTEM_TREES = ("/proc/", "/sys/", "/dev/", "/run/", "/var/run/", "/etc/", "/boot/", "/usr/",
+                 "/var/lib/docker", "/var/lib/containerd", "/bin/", "/sbin/", "/lib/", "/lib64/")
+_REVISION_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,254}$")
 
 PD_ROLES = ("prefill", "decode", "router")
 MOONCAKE_ROLES = ("master", "store")
@@ -86,11 +112,172 @@ def _rebuild_inventory_error(cls: type, key: str, value: Any, expected: str, fix
 
 
 # --------------------------------------------------------------------------------------
+# Hostile input: every string that reaches a unit, env file, path, argv or log
+# --------------------------------------------------------------------------------------
+
+def is_secret_env(name: str) -> bool:
+    """``HF_TOKEN``, ``VLLM_API_KEY`` and ``*_TOKEN`` / ``*_KEY`` / ``*_PASSWORD`` / ``*_SECRET``."""
+    return bool(SECRET_ENV_RE.match(name))
+
+
+def redact(value: Any) -> Any:
+    """``value`` with every secret replaced by its fingerprint (for messages and logs)."""
+    if isinstance(value, SecretStr):
+        return U.fingerprint(value.get_secret_value())
+    if isinstance(value, Mapping):
+        return {k: (U.fingerprint(str(v)) if isinstance(k, str) and is_secret_env(k) and v is not None
+                    else redact(v)) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        out: list[Any] = []
+        hide_next = False
+        for item in value:
+            text = item if isinstance(item, str) else ""
+            flag, _eq, inline = text.partition("=")
+            if hide_next and text not in _SECRET_PLACEHOLDERS:
+                out.append(U.fingerprint(text or str(item)))
+            elif _eq and SECRET_FLAG_RE.match(flag) and inline not in _SECRET_PLACEHOLDERS:
+                out.append(f"{flag}={U.fingerprint(inline)}")
+            elif _eq and is_secret_env(flag):
+                out.append(f"{flag}={U.fingerprint(inline)}")
+            else:
+                out.append(redact(item))
+            hide_next = bool(SECRET_FLAG_RE.match(text))
+        return out
+    return value
+
+
+def check_image(key: str, value: str) -> str:
+    """A docker image reference (``[registry/]path[:tag][@digest]``), never a flag."""
+    U.check_text(key, value, max_bytes=512, what="an image reference")
+    if value.startswith("-") or not IMAGE_REF_RE.match(value) or len(value.split("@")[0]) > 255 + 129:
+        raise InventoryError(key, value=value,
+                             expected="a docker image reference such as 'vllm/vllm-openai:v0.11.0' "
+                                      "or 'registry:5000/org/image@sha256:<hex>' (lower-case path, "
+                                      "no whitespace, no leading '-')",
+                             fix=f"set {key} to an image reference")
+    return value
+
+
+def check_host_name(name: str) -> str:
+    """An inventory host name, used as a path component of the render directory."""
+    shown = repr(name) if len(name) <= 80 else repr(name[:77]) + "..."
+    key = f"inventory host name {shown}"
+    U.check_text(key, name, max_bytes=253, what="a host name",
+                 fix="rename the host in the inventory (letters, digits, '-', '_', '.')")
+    if (not name or any(c in name for c in "/\\$`'\"") or ".." in name
+            or name.startswith(("-", ".")) or any(c.isspace() for c in name)):
+        raise InventoryError(key, value=name,
+                             expected="a host name without '/', '\\', '..', '$', quotes, blanks or a "
+                                      "leading '-' or '.' (it names a folder of the rendered plan)",
+                             fix="rename the host in the inventory (unicode letters are fine)")
+    return name
+
+
+def check_address(host: str, var: str, value: str) -> str:
+    """A node address other nodes can reach: not unspecified, multicast or zone-scoped."""
+    key = f"hostvars[{host!r}].{var}"
+    address = ipaddress.ip_address(value)
+    if "%" in value:
+        raise InventoryError(key, value=value,
+                             expected="an address without a zone (a link-local fe80::/10 address "
+                                      "with '%iface' is not reachable from other nodes)",
+                             fix=f"set vllm_fabric_address on {host} to a routable address")
+    if address.is_unspecified or address.is_multicast:
+        raise InventoryError(key, value=value,
+                             expected="the node's own unicast address (0.0.0.0, :: and multicast "
+                                      "addresses name no node)",
+                             fix=f"set vllm_fabric_address on {host} to its cluster-network IP")
+    return value
+
+
+def _check_args(key: str, args: Sequence[str], *, docker: bool) -> None:
+    hide_next = False
+    for index, arg in enumerate(args):
+        item = f"{key}[{index}]"
+        U.check_text(item, arg, secret=hide_next)
+        flag, eq, inline = arg.partition("=")
+        if (hide_next and arg not in _SECRET_PLACEHOLDERS) or (
+                eq and SECRET_FLAG_RE.match(flag) and inline not in _SECRET_PLACEHOLDERS):
+            shown = U.fingerprint(inline if eq else arg)
+            raise InventoryError(key, value=f"{flag if eq else args[index - 1]} {shown}",
+                                 expected="no secret on the command line (argv is visible in `ps`, "
+                                          "unit files and `docker inspect`)",
+                                 fix="remove it and set vllm_deployment.api_key or weights.token "
+                                     "(Ansible Vault), or put it in extra_env under a *_TOKEN / "
+                                     "*_KEY name: both go to the 0600 secret file")
+        hide_next = bool(SECRET_FLAG_RE.match(arg)) and not docker
+        if docker:  # docker's env flags: `-e NAME=value`, `--env NAME=value`, `--env=NAME=value`, `-eNAME=v`
+            previous = args[index - 1] if index else ""
+            named = (arg if previous in ("-e", "--env") else arg[len("--env="):] if arg.startswith("--env=")
+                     else arg[2:] if arg.startswith("-e") and arg != "-e" else "")
+            name = named.partition("=")[0]
+            if name and is_secret_env(name):
+                raise InventoryError(f"{key}[{index}]", value=f"{name}=...",
+                                     expected="no secret on the docker command line",
+                                     fix=f"move {name} to vllm_deployment.extra_env (secret names go "
+                                         "to the 0600 secret file)")
+
+
+def check_deployment_strings(spec: "DeploymentSpec", where: str) -> None:
+    """Refuse any string of a ``vllm_deployment`` that cannot reach a file, path or argv unchanged."""
+    for attr in ("name", "group", "recipe", "variant", "hardware", "strategy", "frontend",
+                 "kv_offload", "resolution_file"):
+        value = getattr(spec, attr)
+        if value is not None:  # 1024 bytes: a path or URL, and short enough to quote in messages
+            U.check_text(f"{where}.{attr}", value, max_bytes=1024)
+    for index, feature in enumerate(spec.features or ()):
+        U.check_text(f"{where}.features[{index}]", feature)
+    for name, mode in spec.feature_modes.items():
+        U.check_text(f"{where}.feature_modes.{name}", mode)
+    _check_args(f"{where}.advanced_args", spec.advanced_args, docker=False)
+    _check_args(f"{where}.container_args", spec.container_args, docker=True)
+    for attr, value in (("config_dir", spec.config_dir), ("unit_dir", spec.unit_dir),
+                        ("docker_binary", spec.docker_binary), ("weights.cache_dir", spec.weights.cache_dir),
+                        ("router.venv", spec.router.venv), ("mooncake.venv", spec.mooncake.venv)):
+        U.check_path(f"{where}.{attr}", value)
+    cache = spec.weights.cache_dir
+    if cache in _SYSTEM_DIRS or cache.startswith(_SYSTEM_TREES):
+        raise InventoryError(f"{where}.weights.cache_dir", value=cache,
+                             expected="a directory of its own: it is mounted read-write into the "
+                                      "container (a system directory or the docker socket's would "
+                                      "hand the container the host)",
+                             fix="use a dedicated directory such as /data/huggingface")
+    for attr, image in (("image", spec.image), ("router.image", spec.router.image)):
+        if image is not None:
+            check_image(f"{where}.{attr}", image)
+    revision = spec.weights.revision
+    if revision is not None and (not _REVISION_RE.match(revision) or ".." in revision):
+        raise InventoryError(f"{where}.weights.revision", value=revision,
+                             expected="a branch, tag or commit of letters, digits and '._/-' "
+                                      "without '..'", fix=f"correct {where}.weights.revision")
+    endpoint = spec.weights.endpoint
+    if endpoint is not None:
+        U.check_env_value(f"{where}.weights.endpoint", endpoint)
+        if not re.match(r"^https?://[^\s/]+", endpoint):
+            raise InventoryError(f"{where}.weights.endpoint", value=endpoint,
+                                 expected="an http(s):// URL", fix=f"correct {where}.weights.endpoint")
+    if not _is_ip(spec.router.bind_address) or "%" in spec.router.bind_address:
+        raise InventoryError(f"{where}.router.bind_address", value=spec.router.bind_address,
+                             expected="an IP address to bind (0.0.0.0 or :: for every address)",
+                             fix=f"correct {where}.router.bind_address")
+    for attr, secret in (("api_key", spec.api_key), ("weights.token", spec.weights.token)):
+        if secret is not None:
+            U.check_text(f"{where}.{attr}", secret.get_secret_value(), secret=True)
+    for name, value in spec.extra_env.items():
+        if is_secret_env(name):
+            U.check_text(f"{where}.extra_env.{name}", value, secret=True)
+        else:
+            U.check_env_value(f"{where}.extra_env.{name}", value, fix=f"simplify the value of {name}")
+    for name, value in spec.placeholders.items():
+        U.check_text(f"{where}.placeholders.{name}", value)
+
+
+# --------------------------------------------------------------------------------------
 # vllm_deployment
 # --------------------------------------------------------------------------------------
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, str_strip_whitespace=True)
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 class PoolSpec(_Strict):
@@ -387,11 +574,14 @@ def _opt_str(host: str, var: str, value: Any) -> Optional[str]:
     if not isinstance(value, str):
         raise InventoryError(f"hostvars[{host!r}].{var}", value=value, expected="a string",
                              fix=f"quote the value of {var} on {host}")
+    # control characters are refused before blanks are trimmed: "x\n" is not silently "x"
+    U.check_text(f"hostvars[{host!r}].{var}", value)
     return value.strip()
 
 
 def host_spec(name: str, hostvars: Mapping[str, Any]) -> HostSpec:
     """Normalise one host's variables (no facts needed; facts are used when cached)."""
+    check_host_name(name)
     facts = hostvars.get("ansible_facts") if isinstance(hostvars.get("ansible_facts"), Mapping) else {}
     default_v4 = hostvars.get("ansible_default_ipv4") or (facts or {}).get("default_ipv4") or {}
     if not isinstance(default_v4, Mapping):
@@ -405,13 +595,14 @@ def host_spec(name: str, hostvars: Mapping[str, Any]) -> HostSpec:
             raise InventoryError(f"hostvars[{name!r}].vllm_fabric_address", value=explicit,
                                  expected="an IPv4 or IPv6 address",
                                  fix=f"set vllm_fabric_address on {name} to the node's cluster-network IP")
-        address, source = explicit, "vllm_fabric_address"
+        address, source = check_address(name, "vllm_fabric_address", explicit), "vllm_fabric_address"
     else:
         ansible_host = hostvars.get("ansible_host")
         if isinstance(ansible_host, str) and _is_ip(ansible_host.strip()):
-            address, source = ansible_host.strip(), "ansible_host"
+            address, source = check_address(name, "ansible_host", ansible_host.strip()), "ansible_host"
         elif isinstance(default_v4.get("address"), str) and _is_ip(default_v4["address"]):
-            address, source = default_v4["address"], "ansible_default_ipv4.address"
+            address = check_address(name, "ansible_default_ipv4.address", default_v4["address"])
+            source = "ansible_default_ipv4.address"
         elif isinstance(ansible_host, str) and ansible_host.strip():
             source = f"ansible_host={ansible_host.strip()!r} (a name, not an IP)"
 
@@ -468,6 +659,16 @@ def host_spec(name: str, hostvars: Mapping[str, Any]) -> HostSpec:
                              expected="a mapping of upper-case placeholder names (no '$') to values",
                              fix=f"write vllm_placeholders on {name} as {{IB_IF: mlx5_0}}")
 
+    texts = {var: _opt_str(name, var, hostvars.get(var))
+             for var in ("vllm_rdma_devices", "vllm_ib_hca", "vllm_mooncake_device")}
+    for var, text in texts.items():
+        if text is not None:
+            U.check_env_value(f"hostvars[{name!r}].{var}", text)
+    for key, value in placeholders_raw.items():
+        U.check_text(f"hostvars[{name!r}].vllm_placeholders.{key}", str(value))
+    for dep in dep_gpus:
+        U.check_text(f"hostvars[{name!r}].vllm_deployment_gpus", dep)
+
     return HostSpec(
         name=name,
         address=address,
@@ -479,9 +680,9 @@ def host_spec(name: str, hostvars: Mapping[str, Any]) -> HostSpec:
         node_rank=node_rank,
         gpus=gpus,
         deployment_gpus=dep_gpus,
-        rdma_devices=_opt_str(name, "vllm_rdma_devices", hostvars.get("vllm_rdma_devices")),
-        ib_hca=_opt_str(name, "vllm_ib_hca", hostvars.get("vllm_ib_hca")),
-        mooncake_device=_opt_str(name, "vllm_mooncake_device", hostvars.get("vllm_mooncake_device")) or "",
+        rdma_devices=texts["vllm_rdma_devices"],
+        ib_hca=texts["vllm_ib_hca"],
+        mooncake_device=texts["vllm_mooncake_device"] or "",
         placeholders={str(k): str(v) for k, v in placeholders_raw.items()},
     )
 
@@ -507,7 +708,9 @@ def _pydantic_error(exc: ValidationError, prefix: str, source: str) -> Inventory
     err = exc.errors()[0]
     loc = ".".join(str(part) for part in err.get("loc", ()) if part != "__root__")
     key = f"{prefix}.{loc}" if loc else prefix
-    value = err.get("input")
+    value = redact(err.get("input"))
+    if loc.endswith(("api_key", "token")) or is_secret_env(loc.rsplit(".", 1)[-1]):
+        value = U.fingerprint(str(value))
     msg = str(err.get("msg", "invalid value"))
     if err.get("type") == "extra_forbidden":
         return InventoryError(key, value=value, expected="a known vllm_deployment key",
@@ -529,9 +732,11 @@ def parse_deployment(raw: Any, where: str, source: str = "") -> DeploymentSpec:
         raise InventoryError(where, value=raw, expected="a mapping with at least 'recipe'",
                              fix="define vllm_deployment as a YAML mapping", source=source)
     try:
-        return DeploymentSpec.model_validate(dict(raw))
+        spec = DeploymentSpec.model_validate(dict(raw))
     except ValidationError as exc:
         raise _pydantic_error(exc, where, source) from None
+    check_deployment_strings(spec, where)
+    return spec
 
 
 def _freeze(value: Any) -> Any:
@@ -548,7 +753,8 @@ def _group_hosts(groups: Mapping[str, Sequence[str]], name: str) -> tuple[str, .
 
 def collect_deployments(hostvars: Mapping[str, Mapping[str, Any]],
                         groups: Mapping[str, Sequence[str]],
-                        deployments_list: Optional[Sequence[Any]] = None) -> list[DeclaredDeployment]:
+                        deployments_list: Optional[Sequence[Any]] = None,
+                        group_declarations: Optional[Mapping[str, Any]] = None) -> list[DeclaredDeployment]:
     """Find every declared deployment.
 
     * ``vllm_deployment`` on a group: every member host sees the same mapping.
@@ -558,6 +764,11 @@ def collect_deployments(hostvars: Mapping[str, Mapping[str, Any]],
     * ``vllm_deployments``: a list of mappings, each with ``group`` (and
       optionally ``name``), typically in ``group_vars/all``; use it when one
       host carries several deployments.
+
+    ``group_declarations`` (group -> the ``vllm_deployment`` set in that group's own vars,
+    templated), when the caller can see group vars: a declaration that no host ends up
+    carrying (each of its hosts is in another group whose ``vllm_deployment`` wins) is
+    refused instead of silently dropped.
     """
     found: dict[str, DeclaredDeployment] = {}
     ignore = {"all", "ungrouped"}
@@ -632,5 +843,18 @@ def collect_deployments(hostvars: Mapping[str, Mapping[str, Any]],
             group = candidates[0]
             where = f"group {group!r} vllm_deployment"
         add(spec, group, where)
+
+    for group, raw in sorted((group_declarations or {}).items()):
+        if group in ignore or raw is None or _freeze(raw) in by_decl:
+            continue
+        hosts = _group_hosts(groups, group)
+        others = sorted({g for h in hosts for g, hs in groups.items()
+                         if g not in ignore and g != group and h in hs})
+        raise InventoryError(f"group {group!r} vllm_deployment", value=list(hosts),
+                             expected="a deployment whose hosts carry it (a host variable holds one "
+                                      f"vllm_deployment; these hosts also belong to {others}, whose "
+                                      "vllm_deployment wins)",
+                             fix="declare both with the vllm_deployments list (each item with name and "
+                                 "group), or keep each host in one deployment group")
 
     return [found[name] for name in sorted(found)]

@@ -20,6 +20,7 @@ import hashlib
 import json
 import os
 import re
+import stat
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -142,15 +143,44 @@ def _parse_json(text: str, origin: str) -> Any:
         ) from None
 
 
+#: Largest recipe, catalog or resolution document read (the biggest upstream recipe is ~40 KB).
+MAX_DOCUMENT_BYTES = 8 * 1024 * 1024
+
+
+def read_capped(path: PathLike, what: str = "a file") -> bytes:
+    """The bytes of a regular file of at most :data:`MAX_DOCUMENT_BYTES`.
+
+    Devices (``/dev/zero``), FIFOs and sockets are refused before anything is read, and
+    the read stops one byte past the cap, so no input can exhaust the controller's memory.
+    """
+    fd = os.open(os.fspath(path), os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
+    try:
+        info = os.fstat(fd)
+        if stat.S_ISDIR(info.st_mode):
+            raise IsADirectoryError(os.fspath(path))
+        if not stat.S_ISREG(info.st_mode):
+            raise RecipeLoadError(os.fspath(path), reason=f"not a regular file; expected {what}")
+        with os.fdopen(os.dup(fd), "rb") as handle:
+            data = handle.read(MAX_DOCUMENT_BYTES + 1)
+    finally:
+        os.close(fd)
+    if len(data) > MAX_DOCUMENT_BYTES:
+        raise RecipeLoadError(os.fspath(path), reason=f"larger than {MAX_DOCUMENT_BYTES} bytes; "
+                                                        f"expected {what}")
+    return data
+
+
 def _read_text(path: Path) -> str:
     try:
-        return path.read_text(encoding="utf-8")
+        return read_capped(path, "a recipe or catalog document").decode("utf-8")
     except FileNotFoundError:
         raise RecipeLoadError(str(path), reason="no such file") from None
     except IsADirectoryError:
         raise RecipeLoadError(str(path), reason="is a directory, expected a file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise RecipeLoadError(str(path), reason=f"cannot read: {exc}") from None
+    except UnicodeDecodeError:
+        raise RecipeLoadError(str(path), reason="cannot read: not UTF-8 text") from None
+    except OSError as exc:
+        raise RecipeLoadError(str(path), reason=f"cannot read: {exc.strerror or type(exc).__name__}") from None
 
 
 def read_document(path: PathLike) -> Any:
@@ -164,7 +194,9 @@ def read_document(path: PathLike) -> Any:
 
 def _require_mapping(doc: Any, origin: str, what: str) -> dict[str, Any]:
     if not isinstance(doc, dict):
-        raise SchemaError("", value=doc, expected=f"a mapping at the top level ({what})", source=origin)
+        # the type only: the file may be anything the controller can read, never echo it
+        raise SchemaError("", expected=f"a mapping at the top level ({what}), got a {type(doc).__name__}",
+                          source=origin)
     return doc
 
 
@@ -330,6 +362,15 @@ def load_recipe_ref(ref: str, *, catalog: Catalog | None = None, recipe_dirs: Se
     the recipes this collection ships. Relative paths and dirs are taken from
     ``base_dir`` when given.
     """
+    try:
+        return _load_recipe_ref(ref, catalog=catalog, recipe_dirs=recipe_dirs, base_dir=base_dir,
+                                cache_dir=cache_dir)
+    except OSError as exc:  # a name too long for a path, a loop of links ...: reported, not raised raw
+        raise RecipeLoadError(ref, reason=f"cannot read: {exc.strerror or type(exc).__name__}") from None
+
+
+def _load_recipe_ref(ref: str, *, catalog: Catalog | None, recipe_dirs: Sequence[PathLike],
+                     base_dir: PathLike | None, cache_dir: PathLike | None) -> LoadedRecipe:
     if re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", ref):
         return load_recipe(ref, catalog=catalog, cache_dir=cache_dir)
     if ref.startswith(("/", "./", "../", "~")) or ref.endswith((".yaml", ".yml", ".json")):
@@ -392,7 +433,9 @@ def _fetch(url: str, cache_dir: PathLike | None, timeout: float) -> tuple[bytes,
     opener = urllib.request.build_opener()
     try:
         with opener.open(request, timeout=timeout) as response:
-            body = response.read()
+            body = response.read(MAX_DOCUMENT_BYTES + 1)
+            if len(body) > MAX_DOCUMENT_BYTES:
+                raise RecipeLoadError(url, reason=f"larger than {MAX_DOCUMENT_BYTES} bytes; expected a recipe")
     except urllib.error.HTTPError as exc:
         failure = f"HTTP {exc.code} {exc.reason}"
         if exc.code < 500:

@@ -31,6 +31,7 @@ Anything that cannot be placed raises :class:`PlacementError` (a
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import re
 import shlex
@@ -45,6 +46,7 @@ from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._container impo
     visible_devices_var,
     with_secret_file,
 )
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils import _unitfile as U
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._errors import RecipeError
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._inventory import (
     DeclaredDeployment,
@@ -53,6 +55,7 @@ from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._inventory impo
     InventoryError,
     collect_deployments,
     host_spec,
+    is_secret_env,
 )
 
 __all__ = [
@@ -78,7 +81,6 @@ PLAN_SCHEMA = "vllm_fleet.plan/v1"
 Resolver = Callable[[Mapping[str, Any]], Mapping[str, Any]]
 
 _PLACEHOLDER_RE = re.compile(r"\$\{([A-Z][A-Z0-9_]*)\}|\$([A-Z][A-Z0-9_]*)")
-_SAFE_ENV_VALUE_RE = re.compile(r"^([^\s\"'\\$`]([^\"'\\$`\n]*[^\s\"'\\$`])?)?$")
 
 DEFAULT_API_PORT = 8000
 DEFAULT_MASTER_PORT = 29501
@@ -107,7 +109,7 @@ class PlacementError(InventoryError):
 
 def engine_error(decl: DeclaredDeployment, exc: Exception) -> PlacementError:
     """Re-raise a recipe/selection error of the engine against the inventory key that caused it."""
-    key = str(getattr(exc, "key", "") or "recipe")
+    key = str(getattr(exc, "key", "") or getattr(exc, "source", "") or "recipe")
     if key.startswith("pd_nodes"):
         key = "pd" + key[len("pd_nodes"):]
     loaded_path = "/" in key or key.endswith((".yaml", ".yml", ".json"))
@@ -186,6 +188,8 @@ class Process:
     env: dict[str, str] = field(default_factory=dict)
     recipe_env_keys: list[str] = field(default_factory=list)
     secret_env: dict[str, str] = field(default_factory=dict, repr=False)
+    #: env name -> the inventory key that set it (named when a value cannot be written).
+    env_keys: dict[str, str] = field(default_factory=dict)
     ports: list[Port] = field(default_factory=list)
     gpus: list[int] = field(default_factory=list)
     gpu_need: int = 0
@@ -198,7 +202,7 @@ class Process:
     api_port: Optional[int] = None
     exec_argv: list[str] = field(default_factory=list)
     env_file: str = ""
-    #: 0600 file with the secret env (``KEY='value'`` lines), mounted into the container.
+    #: 0600 file with the secret env (``KEY=value`` lines), mounted into the container.
     secret_file: str = ""
     start_order: int = ORDER_HEAD
     health_url: Optional[str] = None
@@ -318,13 +322,27 @@ def find_placeholders(value: Any) -> list[str]:
     return sorted(found)
 
 
+def url_host(address: str) -> str:
+    """``address`` as the host part of a URL: IPv6 literals in brackets (RFC 3986)."""
+    return f"[{address}]" if ":" in address and not address.startswith("[") else address
+
+
 def fill_placeholders(value: Any, mapping: Mapping[str, str]) -> Any:
-    """Replace known ``$NAME`` / ``${NAME}`` tokens; unknown ones stay for the final check."""
+    """Replace known ``$NAME`` / ``${NAME}`` tokens; unknown ones stay for the final check.
+
+    An IPv6 address filled in where a URL host goes (after ``://``, or before ``:PORT``)
+    is bracketed.
+    """
 
     def sub(text: str) -> str:
         def repl(match: "re.Match[str]") -> str:
             name = match.group(1) or match.group(2)
-            return mapping[name] if name in mapping else match.group(0)
+            if name not in mapping:
+                return match.group(0)
+            value = mapping[name]
+            in_url = (text[:match.start()].endswith(("://", "@"))
+                      or re.match(r":[0-9]", text[match.end():match.end() + 2]) is not None)
+            return url_host(value) if in_url and _is_ipv6(value) else value
 
         return _PLACEHOLDER_RE.sub(repl, text)
 
@@ -335,6 +353,13 @@ def fill_placeholders(value: Any, mapping: Mapping[str, str]) -> Any:
     if isinstance(value, list):
         return [fill_placeholders(v, mapping) for v in value]
     return value
+
+
+def _is_ipv6(value: str) -> bool:
+    try:
+        return ipaddress.ip_address(value).version == 6
+    except ValueError:
+        return False
 
 
 def command_to_argv(command: str) -> list[str]:
@@ -364,7 +389,7 @@ class RecordedResolver:
         self.source = source
         for index, record in enumerate(records):
             if not isinstance(record, Mapping) or "resolution" not in record:
-                raise PlacementError(f"{source}[{index}]", value=record,
+                raise PlacementError(f"{source}[{index}]", value=type(record).__name__,
                                      expected="a mapping with 'overrides' and 'resolution'",
                                      fix="use the 'resolutions' list of a plan.json deployment")
             self._by_key[overrides_key(record.get("overrides") or {})] = record["resolution"]
@@ -503,7 +528,22 @@ class _DeploymentPlacer:
                                      fix=f"{slots[rank]} and {host} both claim rank {rank}; renumber one")
             slots[rank] = host
         it = iter(rest)
-        return [slot if slot is not None else next(it) for slot in slots]
+        ordered = [slot if slot is not None else next(it) for slot in slots]
+        self.distinct_addresses(ordered, what)
+        return ordered
+
+    def distinct_addresses(self, hosts: Sequence[str], what: str) -> None:
+        """Ranks on different hosts must have different addresses (each rank binds its own)."""
+        seen: dict[str, str] = {}
+        for host in hosts:
+            address = self.address(host)
+            if address in seen and seen[address] != host:
+                raise PlacementError(f"hostvars[{host!r}].{self.hosts[host].address_source or 'vllm_fabric_address'}",
+                                     value=address,
+                                     expected=f"an address of its own ({seen[address]} in {what} has it too)",
+                                     fix=f"give {host} and {seen[address]} their own cluster-network "
+                                         "addresses (vllm_fabric_address)")
+            seen.setdefault(address, host)
 
     # -- placeholders ----------------------------------------------------------------
     def address(self, host: str) -> str:
@@ -547,10 +587,13 @@ class _DeploymentPlacer:
             "IB_IF": f"set vllm_ib_hca on {proc.host} (e.g. mlx5_0) or "
                      "vllm_deployment.placeholders.IB_IF",
         }
+        # the key named is the one to set, not the internal place the placeholder sits in
+        keys = {"IFACE_NAME": f"hostvars[{proc.host!r}].vllm_fabric_interface",
+                "IB_IF": f"hostvars[{proc.host!r}].vllm_ib_hca"}
         raise PlacementError(
-            f"{self.where}.{proc.unit}.{what}", value=f"${name}",
-            expected=f"every placeholder filled on host {proc.host} (unresolved: "
-                     + ", ".join("$" + n for n in left) + ")",
+            keys.get(name, f"{self.where}.placeholders.{name}"), value=f"${name}",
+            expected=f"every placeholder filled on host {proc.host} (unresolved in the {what} of "
+                     f"{proc.unit}: " + ", ".join("$" + n for n in left) + ")",
             fix=fixes.get(name, f"set vllm_deployment.placeholders.{name} or host var "
                                 f"vllm_placeholders.{name} on {proc.host}"),
             source=self.decl.source)
@@ -665,15 +708,25 @@ class _DeploymentPlacer:
         if self.spec.weights.endpoint and self.spec.weights.mode == "container":
             node_env["HF_ENDPOINT"] = self.spec.weights.endpoint
         node_env.update(extra_env or {})
-        node_env.update(self.spec.extra_env)
+        proc.env_keys = self._env_keys(host, env, node_env)
+        for key, value in self.spec.extra_env.items():
+            proc.env_keys[key] = f"{self.where}.extra_env.{key}"
+            if is_secret_env(key):  # a secret never goes to the plain env file, argv or plan
+                proc.secret_env[key] = value
+                final_env.pop(key, None)
+                node_env.pop(key, None)
+            else:
+                node_env[key] = value
         for key, value in node_env.items():
             final_env[key] = value
         proc.env = final_env
 
         if self.spec.api_key is not None:
             proc.secret_env["VLLM_API_KEY"] = self.spec.api_key.get_secret_value()
+            proc.env_keys["VLLM_API_KEY"] = f"{self.where}.api_key"
         if self.spec.weights.mode == "container" and self.spec.weights.token is not None:
             proc.secret_env["HF_TOKEN"] = self.spec.weights.token.get_secret_value()
+            proc.env_keys["HF_TOKEN"] = f"{self.where}.weights.token"
 
         # Container: image and the upstream flags (for the upstream profile).
         proc.runtime = "docker"
@@ -686,7 +739,7 @@ class _DeploymentPlacer:
                 cut = upstream.index(image)
                 proc.upstream_flags = fill_placeholders(upstream[2:cut], mapping)
         if proc.health_url is None and proc.api_port is not None:
-            proc.health_url = f"http://{address}:{proc.api_port}/health"
+            proc.health_url = f"http://{url_host(address)}:{proc.api_port}/health"
         if proc.health_url is not None:
             proc.metrics_url = proc.health_url[:-len("/health")] + "/metrics"
         proc.env_file = f"{self.spec.config_dir}/{self.decl.name}/{unit}.env"
@@ -698,14 +751,32 @@ class _DeploymentPlacer:
         if proc.upstream_flags is not None and self.spec.container_profile == "upstream":
             self.check_filled(proc, proc.upstream_flags, "docker")
         for key, value in proc.env.items():
-            if not _SAFE_ENV_VALUE_RE.match(value):
-                raise self.error(f"env.{key}", value,
-                                 "a single-line value without quotes, backslashes, '$' or "
-                                 "surrounding blanks (env files are read by systemd and docker)",
-                                 f"simplify the value of {key} (extra_env / recipe env)")
+            U.check_env_value(proc.env_keys.get(key, f"{self.where}.env.{key}"), value,
+                              fix=f"simplify the value of {key} (extra_env / recipe env / host vars)")
         self._ports(proc)
         self.processes.append(proc)
         return proc
+
+    def _env_keys(self, host: str, recipe_env: Mapping[str, Any],
+                  node_env: Mapping[str, str]) -> dict[str, str]:
+        """env name -> the inventory key (or recipe entry) its value comes from."""
+        hostvar = f"hostvars[{host!r}]"
+        filled_by = {"IFACE_NAME": f"{hostvar}.vllm_fabric_interface", "IB_IF": f"{hostvar}.vllm_ib_hca"}
+        by_name = {"UCX_NET_DEVICES": f"{hostvar}.vllm_rdma_devices", "NCCL_IB_HCA": f"{hostvar}.vllm_ib_hca",
+                   "HF_ENDPOINT": f"{self.where}.weights.endpoint"}
+        for name in ("NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME", "HCCL_SOCKET_IFNAME", "TP_SOCKET_IFNAME"):
+            by_name[name] = f"{hostvar}.vllm_fabric_interface"
+        for name in ("VLLM_HOST_IP", "HCCL_IF_IP", "VLLM_NIXL_SIDE_CHANNEL_HOST"):
+            by_name[name] = f"{hostvar}.{self.hosts[host].address_source or 'vllm_fabric_address'}"
+        keys: dict[str, str] = {}
+        for name, raw in recipe_env.items():
+            placeholders = find_placeholders(str(raw))
+            keys[str(name)] = " / ".join(
+                filled_by.get(p, f"{self.where}.placeholders.{p} or {hostvar}.vllm_placeholders.{p}")
+                for p in placeholders) + f" (filling the recipe's env {name})" if placeholders \
+                else f"{self.where}.recipe env {name}"
+        keys.update({name: by_name.get(name, f"{self.where}.env.{name}") for name in node_env})
+        return keys
 
     def _ports(self, proc: Process) -> None:
         argv = proc.argv
@@ -743,7 +814,7 @@ class _DeploymentPlacer:
         if port is not None:
             proc.ports = [Port(port, port_purpose)]
             if health_path:
-                proc.health_url = f"http://{address}:{port}{health_path}"
+                proc.health_url = f"http://{url_host(address)}:{port}{health_path}"
         if container_image:
             proc.runtime = "docker"
             proc.image = container_image
@@ -764,6 +835,12 @@ class _DeploymentPlacer:
         gpu_hosts = [h for h in self.decl.hosts
                      if h not in role_only or h in roles["prefill"] or h in roles["decode"]]
         kind = self._expected_type(gpu_hosts, roles)
+        if self.spec.kv_instances is not None and kind != "kv_store_lb":
+            raise self.error("kv_instances", self.spec.kv_instances,
+                             "kv_instances only with a Mooncake store (kv_offload: "
+                             f"kv_store_centralized_mooncake or kv_store_distributed_mooncake); this "
+                             f"deployment is {kind}",
+                             "remove kv_instances, or set kv_offload to a Mooncake store")
         if kind == "pd_cluster":
             self.place_pd(roles)
         elif kind == "kv_store_lb":
@@ -859,6 +936,7 @@ class _DeploymentPlacer:
                              "pick a single_node_* strategy for a one-host group")
         docker = (res.get("docker") or {}).get("processes") or {}
         urls: list[str] = []
+        self.distinct_addresses(gpu_hosts, f"the replicas of group {self.decl.group}")
         for index, host in enumerate(gpu_hosts):
             if replicas == 1:
                 proc = self.engine_process(host=host, unit=self.unit_name(""), role="single",
@@ -914,7 +992,16 @@ class _DeploymentPlacer:
                 dog.env_file = f"{self.spec.config_dir}/{self.decl.name}/{dog.unit}.env"
                 self.processes.append(dog)
 
+    def _refuse_single_node_keys(self, kind: str) -> None:
+        """``replicas`` belongs to single-node strategies only: refused, never ignored."""
+        if self.spec.replicas is not None and self.spec.replicas != 1:
+            raise self.error("replicas", self.spec.replicas,
+                             f"no replicas for a {kind} deployment (replicas copies a single-node "
+                             "strategy, one per host)",
+                             "remove replicas, or pick a single_node_* strategy")
+
     def place_multi(self, gpu_hosts: Sequence[str], roles: Mapping[str, list[str]]) -> None:
+        self._refuse_single_node_keys("multi-node")
         self._no_extra_roles(roles, ())
         count = len(gpu_hosts)
         if self.spec.node_count is not None and self.spec.node_count != count:
@@ -951,6 +1038,7 @@ class _DeploymentPlacer:
 
     # PD ------------------------------------------------------------------------------
     def place_pd(self, roles: Mapping[str, list[str]]) -> None:
+        self._refuse_single_node_keys("pd_cluster")
         prefill, decode, routers = roles["prefill"], roles["decode"], roles["router"]
         unassigned = [h for h in self.decl.hosts
                       if h not in prefill and h not in decode and h not in routers
@@ -998,6 +1086,7 @@ class _DeploymentPlacer:
                              "remove ports.api")
         pools = {"prefill": self.ranked(prefill, "the prefill pool"),
                  "decode": self.ranked(decode, "the decode pool")}
+        self.distinct_addresses(list(dict.fromkeys(pools["prefill"] + pools["decode"])), "the PD cluster")
         router = routers[0]
         self.common["PREFILL_DP_RPC_PORT"] = str(self.spec.ports.prefill_dp_rpc)
         self.common["DECODE_DP_RPC_PORT"] = str(self.spec.ports.decode_dp_rpc)
@@ -1061,8 +1150,8 @@ class _DeploymentPlacer:
                                     container_image=image)
         # --- observability (issue 15): the router's Prometheus port is a port like any other
         proc.ports.append(Port(metrics_port, "router-metrics"))
-        proc.metrics_url = f"http://{proc.address}:{metrics_port}/metrics"
-        self.endpoint = f"http://{proc.address}:{port}"
+        proc.metrics_url = f"http://{url_host(proc.address)}:{metrics_port}/metrics"
+        self.endpoint = f"http://{url_host(proc.address)}:{port}"
         content = {
             "argv": proc.argv,
             "routerConfig": fill_placeholders(dict(config), self.mapping(host)),
@@ -1173,6 +1262,7 @@ class _DeploymentPlacer:
         return [(config_path, config_path, "ro")]
 
     def place_kv(self, roles: Mapping[str, list[str]], gpu_hosts: Sequence[str]) -> None:
+        self._refuse_single_node_keys("Mooncake (kv_store_lb)")
         for role in ("prefill", "decode"):
             if roles[role]:
                 raise self.error("strategy", self.spec.strategy,
@@ -1282,6 +1372,17 @@ def _assign_gpus(fleet: FleetPlan, profiles: Mapping[str, Optional[Mapping[str, 
         for proc in plan.processes:
             if proc.kind == "engine":
                 by_host.setdefault(proc.host, []).append(proc)
+    names = {plan.name for plan in fleet.deployments}
+    for host_name, host in sorted(fleet.hosts.items()):
+        here = {p.deployment for p in by_host.get(host_name, [])}
+        for dep in host.deployment_gpus:
+            if dep not in here:
+                known = dep in names
+                raise PlacementError(
+                    f"hostvars[{host_name!r}].vllm_deployment_gpus.{dep}", value=dep,
+                    expected=(f"a deployment with engines on {host_name} ({', '.join(sorted(here)) or 'none'})"
+                              if known else f"a deployment of this inventory ({', '.join(sorted(names))})"),
+                    fix=f"remove {dep!r} from vllm_deployment_gpus on {host_name} or correct its name")
     for host_name in sorted(by_host):
         host = fleet.hosts[host_name]
         procs = by_host[host_name]
@@ -1457,7 +1558,8 @@ def _exec_argv(plan: DeploymentPlan, fleet: FleetPlan, proc: Process) -> None:
 
 def build_plan(hostvars: Mapping[str, Mapping[str, Any]], groups: Mapping[str, Sequence[str]],
                engine_factory: EngineFactory, *,
-               deployments_list: Optional[Sequence[Any]] = None) -> FleetPlan:
+               deployments_list: Optional[Sequence[Any]] = None,
+               group_declarations: Optional[Mapping[str, Any]] = None) -> FleetPlan:
     """Compile every declared deployment of an inventory into one :class:`FleetPlan`.
 
     Args:
@@ -1465,11 +1567,13 @@ def build_plan(hostvars: Mapping[str, Mapping[str, Any]], groups: Mapping[str, S
         groups: ``groups`` (group -> member hosts in inventory order).
         engine_factory: ``DeclaredDeployment -> BoundEngine``.
         deployments_list: the ``vllm_deployments`` list, when used.
+        group_declarations: group -> the ``vllm_deployment`` of that group's own vars, when
+            the caller sees group vars (a shadowed declaration is then refused).
 
     Raises:
         PlacementError / InventoryError / the engine's SelectionError.
     """
-    declared = collect_deployments(hostvars, groups, deployments_list)
+    declared = collect_deployments(hostvars, groups, deployments_list, group_declarations)
     if not declared:
         raise PlacementError("vllm_deployment", has_value=False,
                              expected="at least one inventory group with a vllm_deployment mapping",
@@ -1736,12 +1840,19 @@ def engine_factory(*, catalog: Any = None, recipe_dirs: Sequence[str] = (), base
             if not os.path.isabs(path) and base_dir:
                 path = os.path.join(base_dir, path)
             try:
-                with open(path, encoding="utf-8") as handle:
-                    data = json.load(handle)
-            except (OSError, ValueError) as exc:
+                data = json.loads(_loader.read_capped(path, "a JSON plan.json deployment entry"))
+            except RecipeError as exc:
                 raise PlacementError(f"vllm_deployment[{decl.name}].resolution_file", value=path,
                                      expected="a readable JSON list of pinned resolutions",
-                                     fix=f"point resolution_file at a valid file ({exc})") from None
+                                     fix=f"point resolution_file at a valid file ({exc.reason})") from None
+            except (OSError, ValueError) as exc:
+                # the reason only (strerror / JSON position): never the file's content
+                reason = getattr(exc, "strerror", None) or type(exc).__name__
+                if isinstance(exc, json.JSONDecodeError):
+                    reason = f"invalid JSON at line {exc.lineno}, column {exc.colno}"
+                raise PlacementError(f"vllm_deployment[{decl.name}].resolution_file", value=path,
+                                     expected="a readable JSON list of pinned resolutions",
+                                     fix=f"point resolution_file at a valid file ({reason})") from None
             records = data.get("resolutions", data) if isinstance(data, Mapping) else data
             return BoundEngine(resolve=RecordedResolver(records, source=path),
                                hardware_profile=profiles.get(spec.hardware or ""),

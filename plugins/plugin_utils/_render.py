@@ -27,11 +27,11 @@ mode to write each file with (env files 0600).
 from __future__ import annotations
 
 import json
-import re
 import shlex
 from typing import Any, Iterable, Mapping, Optional
 
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils import _monitoring
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils import _unitfile as U
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._placement import (
     DeploymentPlan,
     FleetPlan,
@@ -55,7 +55,8 @@ __all__ = [
 ]
 
 MANAGED_HEADER = "Managed by vllm_fleet.recipes"
-_SAFE_ARG = re.compile(r"^[A-Za-z0-9_@+=:,./-]+$")
+#: One quoted ``Exec*`` argument (re-exported for callers and tests).
+systemd_quote = U.systemd_quote
 
 
 class RenderError(ValueError):
@@ -67,40 +68,6 @@ def file_mode(path: str) -> int:
     return 0o600 if path.endswith(".env") else 0o644
 
 
-def systemd_quote(arg: str) -> str:
-    """Quote one ExecStart argument so systemd passes it through unchanged.
-
-    Inside double quotes systemd understands C escapes; ``%`` starts a
-    specifier and ``$`` a variable expansion, so both are doubled.
-    """
-    if "\x00" in arg:
-        raise RenderError(f"NUL byte in argument {arg!r}")
-    escaped = (arg.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
-               .replace("\t", "\\t").replace("%", "%%").replace("$", "$$"))
-    if arg == ";":
-        return "\\;"
-    return f'"{escaped}"'
-
-
-def _unit_escape(text: str) -> str:
-    return text.replace("%", "%%").replace("\n", " ")
-
-
-def _exec_lines(key: str, argv: list[str]) -> list[str]:
-    if not argv:
-        raise RenderError(f"{key} has no command")
-    program = argv[0]
-    if not program.startswith("/") or not _SAFE_ARG.match(program):
-        raise RenderError(f"{key} needs an absolute executable path, got {program!r}")
-    lines = [f"{key}={program} \\"]
-    for index, arg in enumerate(argv[1:], start=1):
-        tail = " \\" if index < len(argv) - 1 else ""
-        lines.append(f"    {systemd_quote(arg)}{tail}")
-    if len(argv) == 1:
-        lines[0] = f"{key}={program}"
-    return lines
-
-
 def _describe(proc: Process) -> str:
     where = proc.role if proc.rank is None else f"{proc.role} rank {proc.rank}"
     if proc.instance is not None:
@@ -108,88 +75,91 @@ def _describe(proc: Process) -> str:
     return where
 
 
+def _keys(plan: DeploymentPlan, proc: Process) -> dict[str, str]:
+    """Inventory keys named when a value of ``proc`` cannot be written."""
+    where = f"vllm_deployment[{plan.name}]"
+    return {
+        "host": f"inventory host name {proc.host!r}",
+        "argv": f"{where} command of {proc.unit} on {proc.host} (recipe argv, advanced_args, "
+                "container_args, image, placeholders)",
+        "env_file": f"{where}.config_dir",
+        "docker": f"{where}.docker_binary",
+    }
+
+
 def render_unit(plan: DeploymentPlan, proc: Process) -> str:
     """The systemd unit of one process (docker-wrapped or a venv binary)."""
     spec = plan.spec
     docker = spec.docker_binary
     stop = spec.unit.stop_timeout
-    lines = [
-        f"# {MANAGED_HEADER}: re-rendered from the inventory; local edits are overwritten.",
-        f"# deployment={plan.name} recipe={spec.recipe} deploy_type={plan.deploy_type}",
-        f"# process={_describe(proc)} host={proc.host} gpus="
-        + (",".join(str(g) for g in proc.gpus) or "-"),
-        "",
-        "[Unit]",
-        _unit_escape(f"Description=vLLM {plan.name}: {_describe(proc)} on {proc.host}"),
-        "Documentation=https://github.com/vllm-project/recipes",
+    keys = _keys(plan, proc)
+    comments = [
+        (f"{MANAGED_HEADER}: re-rendered from the inventory; local edits are overwritten.", "header"),
+        (f"deployment={plan.name} recipe={spec.recipe} deploy_type={plan.deploy_type}",
+         f"vllm_deployment[{plan.name}].recipe"),
+        (f"process={_describe(proc)} host={proc.host} gpus=" + (",".join(str(g) for g in proc.gpus) or "-"),
+         keys["host"]),
+    ]
+    unit: list[U.Directive] = [
+        ("Description", f"vLLM {plan.name}: {_describe(proc)} on {proc.host}", keys["host"]),
+        ("Documentation", "https://github.com/vllm-project/recipes", "Documentation"),
     ]
     if proc.runtime == "docker":
-        lines += [
-            "After=docker.service network-online.target",
-            "Requires=docker.service",
-            "Wants=network-online.target",
-        ]
+        unit += [("After", "docker.service network-online.target", "After"),
+                 ("Requires", "docker.service", "Requires"),
+                 ("Wants", "network-online.target", "Wants")]
     else:
-        lines += ["After=network-online.target", "Wants=network-online.target"]
-    lines += [
-        "",
-        "[Service]",
-        "Type=exec",
-        f"EnvironmentFile={proc.env_file}",
+        unit += [("After", "network-online.target", "After"), ("Wants", "network-online.target", "Wants")]
+    service: list[U.Directive] = [
+        ("Type", "exec", "Type"),
+        ("EnvironmentFile", U.check_path(keys["env_file"], proc.env_file), keys["env_file"]),
     ]
     if proc.runtime == "docker":
-        lines.append(f"ExecStartPre=-{docker} rm -f {proc.unit}")
-    lines += _exec_lines("ExecStart", proc.exec_argv)
+        service.append(("ExecStartPre", U.exec_directive("ExecStartPre", [docker, "rm", "-f", proc.unit],
+                                                         keys["docker"], prefix="-", one_per_line=False)))
+    service.append(("ExecStart", U.exec_directive("ExecStart", proc.exec_argv, keys["argv"])))
     if proc.runtime == "docker":
-        lines.append(f"ExecStop={docker} stop -t {stop} {proc.unit}")
-    lines += [
-        "Restart=on-failure",
-        f"RestartSec={spec.unit.restart_sec}",
-        f"TimeoutStartSec={plan.start_timeout}",
-        f"TimeoutStopSec={stop + 30}",
-        "NoNewPrivileges=yes",
-        "PrivateTmp=yes",
-        "ProtectSystem=full",
+        service.append(("ExecStop", U.exec_directive("ExecStop", [docker, "stop", "-t", str(stop), proc.unit],
+                                                     keys["docker"], one_per_line=False)))
+    service += [
+        ("Restart", "on-failure", "Restart"),
+        ("RestartSec", str(spec.unit.restart_sec), "unit.restart_sec"),
+        ("TimeoutStartSec", str(plan.start_timeout), "unit.start_timeout"),
+        ("TimeoutStopSec", str(stop + 30), "unit.stop_timeout"),
+        ("NoNewPrivileges", "yes", "NoNewPrivileges"),
+        ("PrivateTmp", "yes", "PrivateTmp"),
+        ("ProtectSystem", "full", "ProtectSystem"),
     ]
     if proc.runtime != "docker":
-        lines.append("ProtectHome=yes")
-    lines += [
-        f"SyslogIdentifier={proc.unit}",
-        "",
-        "[Install]",
-        "WantedBy=multi-user.target",
-        "",
-    ]
-    return "\n".join(lines)
+        service.append(("ProtectHome", "yes", "ProtectHome"))
+    service.append(("SyslogIdentifier", proc.unit, f"vllm_deployment[{plan.name}].name"))
+    return U.unit_file(comments, [("Unit", unit), ("Service", service),
+                                  ("Install", [("WantedBy", "multi-user.target", "WantedBy")])])
+
+
+def _env_key(plan: DeploymentPlan, proc: Process, name: str) -> str:
+    return proc.env_keys.get(name) or f"vllm_deployment[{plan.name}] env {name} of {proc.unit}"
 
 
 def render_env_file(plan: DeploymentPlan, proc: Process) -> str:
     """The 0600 env file: the container env (hardened) or what upstream's ``-e`` flags lack."""
-    lines = [
-        f"# {MANAGED_HEADER}: install with mode 0600 (may hold secrets).",
-        f"# {proc.unit} on {proc.host}",
-    ]
     env: dict[str, str] = dict(proc.env)
     if proc.kind == "engine" and plan.spec.container_profile == "upstream":
         for key in proc.recipe_env_keys:
             env.pop(key, None)
-    for key, value in env.items():
-        lines.append(f"{key}={value}")
-    return "\n".join(lines) + "\n"
+    return U.env_file(
+        [f"{MANAGED_HEADER}: install with mode 0600 (may hold secrets).", f"{proc.unit} on {proc.host}"],
+        [(key, value, _env_key(plan, proc, key)) for key, value in env.items()])
 
 
-def render_secret_file(proc: Process) -> str:
-    """The 0600 secret file, sourced by the container's shell shim (``KEY='value'``)."""
-    lines = [
-        f"# {MANAGED_HEADER}: install with mode 0600 (holds secrets).",
-        f"# {proc.unit} on {proc.host}: mounted read-only, sourced before the program starts",
-    ]
-    for key in sorted(proc.secret_env):
-        value = proc.secret_env[key]
-        if "\n" in value or "\x00" in value:
-            raise RenderError(f"secret {key} of {proc.unit} spans lines")
-        lines.append(f"{key}={shlex.quote(value)}")
-    return "\n".join(lines) + "\n"
+def render_secret_file(proc: Process, plan: Optional[DeploymentPlan] = None) -> str:
+    """The 0600 secret file, read by the container's shim (``KEY=value``, nothing evaluated)."""
+    where = f"vllm_deployment[{plan.name if plan else proc.deployment}]"
+    return U.env_file(
+        [f"{MANAGED_HEADER}: install with mode 0600 (holds secrets).",
+         f"{proc.unit} on {proc.host}: mounted read-only, read by the shim before the program starts"],
+        [(key, proc.secret_env[key], proc.env_keys.get(key) or f"{where} secret {key}")
+         for key in sorted(proc.secret_env)], secret=True)
 
 
 def _json(value: Any) -> str:
@@ -325,11 +295,14 @@ def render(fleet: FleetPlan, alerts: Optional[Mapping[str, Any]] = None) -> dict
             files[f"{base}/{proc.unit_file}"] = render_unit(plan, proc)
             files[f"{base}/{proc.unit}.env"] = render_env_file(plan, proc)
             if proc.secret_file:
-                files[f"{base}/{proc.unit}.secret.env"] = render_secret_file(proc)
+                files[f"{base}/{proc.unit}.secret.env"] = render_secret_file(proc, plan)
             if proc.runtime == "docker":
                 files[f"{base}/{proc.unit}.docker.json"] = _json(proc.exec_argv)
         for cfg in plan.config_files:
             files[f"{_base(plan, cfg.host)}/{cfg.name}"] = _json(cfg.content)
+    for path in files:  # every folder name is a validated deployment or host name
+        if any(part in ("", ".", "..") for part in path.split("/")):
+            raise RenderError(f"refusing to render {path!r}: it would leave the render directory")
     files["plan.json"] = render_plan_json(fleet)
     files["PLAN.md"] = render_plan_md(fleet)
     # observability (issue 15): Prometheus file_sd targets, one per deployment, and the alert rules

@@ -2,7 +2,9 @@
 
 Each folder under ``tests/bad_inputs/`` holds an ``inventory.yml`` (plus any
 file it refers to) and an ``expect.yml`` listing substrings the error must
-contain: the offending key, the value and the fix. Each case is checked twice:
+contain (``messages``: the offending key, the value and the fix) and, optionally,
+substrings it must never contain (``absent``: a secret, a file's content). Each
+case is checked twice:
 
 * in Python (``build_plan`` on the hostvars Ansible computes for the inventory);
 * through ``playbooks/render.yml``: the play fails and the output directory
@@ -32,8 +34,18 @@ def expectations(name: str) -> list[str]:
     return yaml.safe_load((CASES_DIR / name / "expect.yml").read_text())["messages"]
 
 
+def never_shown(name: str) -> list[str]:
+    return yaml.safe_load((CASES_DIR / name / "expect.yml").read_text()).get("absent") or []
+
+
 def templated_inventory(path: Path) -> tuple[dict, dict, list | None]:
     """hostvars (vllm_* and ansible_host, templated) and groups, as Ansible sees them."""
+    hostvars, groups, deployments, _declared = templated_inventory_and_groups(path)
+    return hostvars, groups, deployments
+
+
+def templated_inventory_and_groups(path: Path) -> tuple[dict, dict, list | None, dict]:
+    """:func:`templated_inventory` plus each group's own ``vllm_deployment`` (as vllm_plan sees it)."""
     from ansible.inventory.manager import InventoryManager
     from ansible.parsing.dataloader import DataLoader
     from ansible.template import Templar
@@ -52,7 +64,14 @@ def templated_inventory(path: Path) -> tuple[dict, dict, list | None]:
         picked = json.loads(json.dumps(picked))
         deployments = picked.pop("vllm_deployments", deployments)
         hostvars[host.name] = picked
-    return hostvars, inventory.get_groups_dict(), deployments
+    declared = {}
+    for name, group in inventory.groups.items():
+        raw = group.get_vars().get("vllm_deployment")
+        members = group.get_hosts()
+        if raw is not None and members:  # templated as its first host sees it ({{ inventory_dir }})
+            values = manager.get_vars(host=members[0], include_hostvars=False)
+            declared[name] = json.loads(json.dumps(Templar(loader=loader, variables=values).template(raw)))
+    return hostvars, inventory.get_groups_dict(), deployments, declared
 
 
 def test_corpus_is_large_enough():
@@ -61,12 +80,15 @@ def test_corpus_is_large_enough():
 
 @pytest.mark.parametrize("name", CASES)
 def test_bad_input_fails_in_python_with_its_message(name):
-    hostvars, groups, deployments = templated_inventory(CASES_DIR / name / "inventory.yml")
+    hostvars, groups, deployments, declared = templated_inventory_and_groups(CASES_DIR / name / "inventory.yml")
     with pytest.raises((RecipeError, ValueError)) as caught:
-        P.build_plan(hostvars, groups, P.engine_factory(), deployments_list=deployments)
+        P.build_plan(hostvars, groups, P.engine_factory(), deployments_list=deployments,
+                     group_declarations=declared)
     message = str(caught.value)
     for expected in expectations(name):
         assert expected in message, f"{name}: {expected!r} not in {message!r}"
+    for secret in never_shown(name):
+        assert secret not in message, f"{name}: the message shows {secret!r}: {message!r}"
 
 
 def _ansible_playbook() -> str:
@@ -90,4 +112,7 @@ def test_bad_input_fails_the_render_playbook_and_writes_nothing(name, tmp_path):
     assert "Render the fleet plan" not in output  # the validation play stopped the run
     for expected in expectations(name):
         assert expected in output, f"{name}: {expected!r} not in output"
+    for secret in never_shown(name):
+        assert secret not in output, f"{name}: the output shows {secret!r}"
+    assert "Traceback" not in output and "Unexpected Exception" not in output, output
     assert not out.exists()

@@ -409,5 +409,28 @@ def test_fetch_script_keeps_the_token_off_the_command_line():
     text = FETCH.read_text()
     assert "--token" not in text
     install = (ROLES / "weights" / "tasks" / "install.yml").read_text()
-    assert "HF_TOKEN={{ _weights_token }}" in install
+    # the token is written by the one env-file writer (issue 12), as a secret
+    assert "{'HF_TOKEN': _weights_token}" in install and "vllm_fleet.recipes.env_file(" in install
+    assert "secret=true" in install
     assert "diff: false" in install
+
+
+def test_fetch_script_reads_its_env_file_without_evaluating_it(tmp_path):
+    """The download env file is read line by line (docker --env-file rules), never sourced."""
+    import subprocess  # pylint: disable=import-outside-toplevel
+
+    from ansible_collections.vllm_fleet.recipes.plugins.filter.files import env_file_filter
+
+    text = FETCH.read_text()
+    assert '. "$env_file"' not in text and "set -a" not in text
+    start = text.index("while IFS= read -r line")
+    reader = text[start:text.index('done <"$env_file"') + len('done <"$env_file"')]
+    pwned = tmp_path / "pwned"
+    token = f"hf_$(touch {pwned})`touch {pwned}`'\"x\\ y"
+    env = tmp_path / "hf-download.env"
+    env.write_text(env_file_filter({"HF_ENDPOINT": "https://hf.example", "HF_TOKEN": token},
+                                   ["Managed"], secret=True))
+    out = subprocess.run(["bash", "-c", f'set -Eeuo pipefail; env_file=$1; {reader}; printf "%s|%s" "$HF_TOKEN" "$HF_ENDPOINT"',
+                          "fetch", str(env)], capture_output=True, text=True, check=True)
+    assert out.stdout == f"{token}|https://hf.example"
+    assert not pwned.exists()

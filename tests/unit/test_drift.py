@@ -23,6 +23,7 @@ import yaml
 from ansible_collections.vllm_fleet.recipes.plugins.modules import vllm_drift_info as D
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils import _placement as P
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils import _render as R
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._container import SECRET_SHIM
 
 REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
@@ -30,7 +31,7 @@ EXAMPLES = REPO / "playbooks" / "examples"
 
 IMAGE_V1_ID = "sha256:b82ef0d958415afe1e133dbbb5d1c384f7c725029caab134866e3c22c0876fcb"
 IMAGE_V2_ID = "sha256:77255d37062e9f977b147ff2556fdc5d126a8e820232655a9d35bf484e1398b6"
-SHIM = 'set -a && . /run/vllm-fleet/secret.env && set +a && exec "$@"'
+SHIM = SECRET_SHIM
 SERVE_ARGS = ["zai-org/GLM-5.3-Flash", "--tokenizer-mode", "glm5_next", "--tensor-parallel-size", "8",
               "--disable-flashinfer-autotune", "--tool-call-parser", "glm47", "--enable-auto-tool-choice",
               "--reasoning-parser", "glm47"]
@@ -165,7 +166,7 @@ def test_dropping_the_secret_shim_is_argv_drift_even_though_the_tail_still_match
     assert not exact and running[-len(tail):] == tail  # the tail-only rule would miss it
     entries, _diffs = drift_of(proc, container=copy.deepcopy(CONTAINER_SHIM))
     assert kinds(entries) == ["argv"]
-    assert entries[0]["detail"].startswith("command differs: runs extra '/bin/sh -c set -a && . /run/vllm-fleet/secret.env")
+    assert entries[0]["detail"].startswith(f"command differs: runs extra '/bin/sh -c {SHIM[:20]}")
 
 
 def test_adding_the_secret_shim_is_argv_drift():

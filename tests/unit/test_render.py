@@ -21,6 +21,7 @@ import pytest
 import yaml
 
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils import _placement as P
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils import _container
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils import _render as R
 
 REPO = Path(__file__).resolve().parents[2]
@@ -293,7 +294,7 @@ def test_secrets_only_in_the_secret_file():
     mount = argv[argv.index("--entrypoint") - 1]
     assert mount == "/etc/vllm-fleet/fleet/vllm-fleet.secret.env:/run/vllm-fleet/secret.env:ro"
     shim = argv[argv.index("-c") + 1]
-    assert shim.startswith("set -a && . /run/vllm-fleet/secret.env") and shim.endswith('exec "$@"')
+    assert shim == _container.SECRET_SHIM and "/run/vllm-fleet/secret.env" in shim  # read, not sourced
     assert argv[argv.index("-c") + 2:argv.index("-c") + 5] == ["vllm-fleet-secrets", "vllm", "serve"]
     plan = json.loads(files["plan.json"])
     (proc,) = plan["deployments"]["fleet"]["processes"]

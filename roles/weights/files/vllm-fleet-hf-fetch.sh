@@ -15,10 +15,17 @@ if [ "$#" -lt 7 ]; then
 fi
 env_file=$1 hf=$2 repo=$3 revision=$4 cache=$5 marker=$6 status=$7 workers=${8:-8}
 
-set -a
-# shellcheck source=/dev/null
-. "$env_file"
-set +a
+# Read KEY=value lines without evaluating them (the docker --env-file rules): the file is
+# never sourced, so nothing in a value ($(...), backticks, quotes) runs.
+while IFS= read -r line || [ -n "$line" ]; do
+    case $line in '' | '#'*) continue ;; esac
+    key=${line%%=*}
+    if [[ ! $key =~ ^[A-Za-z_][A-Za-z0-9_]*$ ]] || [ "$key" = "$line" ]; then
+        echo "$env_file: not a KEY=value line (the value is not shown)" >&2
+        exit 2
+    fi
+    export "$key=${line#*=}"
+done <"$env_file"
 export HF_HUB_DISABLE_TELEMETRY=1 HF_HUB_OFFLINE=0
 
 repo_dir=$cache/hub/models--${repo//\//--}

@@ -1,0 +1,32 @@
+# Copyright: (c) 2026, vllm_fleet maintainers
+# Apache License 2.0 (see LICENSE)
+"""Filters over the one env-file writer (plugins/plugin_utils/_unitfile.py).
+
+Documentation lives in the sidecar file env_file.yml.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Optional, Sequence
+
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils import _unitfile
+
+
+def env_file_filter(env: Mapping[str, Any], comments: Optional[Sequence[str]] = None,
+                    secret: bool = False, key: str = "env") -> str:
+    if not isinstance(env, Mapping):
+        raise AnsibleFilterError(f"env_file: got {type(env).__name__}; expected a mapping of name to value")
+    entries = [(str(name), "" if value is None else str(value), f"{key}.{name}") for name, value in env.items()]
+    try:
+        return _unitfile.env_file(list(comments or ()), entries, secret=secret)
+    except _unitfile.UnsafeValueError as exc:
+        raise AnsibleFilterError(str(exc)) from None
+
+
+class FilterModule:
+    """vllm_fleet.recipes file writers."""
+
+    def filters(self) -> dict:
+        return {"env_file": env_file_filter}
