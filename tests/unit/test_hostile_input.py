@@ -281,6 +281,7 @@ def test_writer_refusals_show_control_characters_and_stay_short(value):
 @pytest.mark.skipif(SYSTEMD_ANALYZE is None, reason="systemd-analyze is not installed (Debian: systemd)")
 @settings(max_examples=12, deadline=None, database=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.lists(FRAGMENTS, min_size=1, max_size=6).map("".join), st.sampled_from(["a", "名前-ノード", "n%1"]))
+@example(token="%n $(id) `id` \"q\" \\", host="n%1")
 def test_rendered_units_pass_systemd_analyze_verify(target_root, token, host):
     try:
         files = render_with({"advanced_args": ["--served-model-name", token]}, host=host)
