@@ -2,8 +2,8 @@
 """Client load through the router while the fleet is upgraded (replicas scenario).
 
 Sends a one-token completion every --every seconds until --stop-file appears, then writes
-{"ok": n, "failed": n, "errors": [...], "versions": {version: n}} to --out. The stand-in
-tags its tokens with its version ("v2-tok0"), so the counts show the roll's progress.
+{"ok": n, "failed": n, "errors": [...], "tokens": n, "seconds": s} to --out: how many requests
+the real engines answered through the router while the replicas were upgraded.
 """
 import argparse
 import json
@@ -21,21 +21,21 @@ def main() -> None:
     parser.add_argument("--every", type=float, default=0.2)
     parser.add_argument("--max-seconds", type=float, default=900)
     args = parser.parse_args()
-    result = {"ok": 0, "failed": 0, "errors": [], "versions": {}}
+    result = {"ok": 0, "failed": 0, "errors": [], "tokens": 0, "seconds": 0}
     body = json.dumps({"model": args.model, "prompt": "ping", "max_tokens": 1}).encode()
+    start = time.time()
     deadline = time.time() + args.max_seconds
     while not os.path.exists(args.stop_file) and time.time() < deadline:
         request = urllib.request.Request(args.url, data=body, headers={"Content-Type": "application/json"})
         try:
             with urllib.request.urlopen(request, timeout=30) as response:
-                text = json.load(response)["choices"][0]["text"]
-                version = text.split("-tok", 1)[0]
-                result["versions"][version] = result["versions"].get(version, 0) + 1
+                result["tokens"] += json.load(response)["usage"]["completion_tokens"]
                 result["ok"] += 1
         except Exception as exc:  # pylint: disable=broad-except
             result["failed"] += 1
             result["errors"].append(f"{time.strftime('%H:%M:%S')} {exc}"[:200])
         time.sleep(args.every)
+    result["seconds"] = round(time.time() - start)
     with open(args.out, "w", encoding="utf-8") as handle:
         json.dump(result, handle)
 
