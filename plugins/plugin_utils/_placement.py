@@ -142,6 +142,9 @@ class BoundEngine:
     hardware_id: Optional[str] = None
     #: A short label of the resolved selection for plan.json (variant, strategy ...).
     selection: Mapping[str, Any] = field(default_factory=dict)
+    #: The recipe's ``min_vllm_version`` (the selected variant's, else the model's), enforced
+    #: against the image's vLLM by ``vllm_argv_check``.
+    min_vllm_version: Optional[str] = None
 
 
 EngineFactory = Callable[[DeclaredDeployment], BoundEngine]
@@ -222,6 +225,7 @@ class DeploymentPlan:
     endpoint: Optional[str] = None
     start_timeout: int = 1800
     selection: Mapping[str, Any] = field(default_factory=dict)
+    min_vllm_version: Optional[str] = None
 
     @property
     def hosts(self) -> list[str]:
@@ -769,7 +773,8 @@ class _DeploymentPlacer:
             image=self.spec.image or self.image, processes=self.processes,
             config_files=self.config_files, resolutions=self.resolutions,
             endpoint=self.endpoint, start_timeout=self.start_timeout,
-            selection=dict(self.engine.selection) or self.spec.selection())
+            selection=dict(self.engine.selection) or self.spec.selection(),
+            min_vllm_version=getattr(self.engine, "min_vllm_version", None))
 
     def _expected_type(self, gpu_hosts: Sequence[str], roles: Mapping[str, list[str]]) -> str:
         strategy = self.spec.strategy
@@ -1579,6 +1584,7 @@ def plan_to_dict(fleet: FleetPlan) -> dict[str, Any]:
             "vendor": plan.vendor,
             "hardware": plan.hardware,
             "image": plan.image,
+            "min_vllm_version": plan.min_vllm_version,
             "container_profile": spec.container_profile,
             "endpoint": plan.endpoint,
             "start_timeout_s": plan.start_timeout,
@@ -1734,6 +1740,10 @@ def engine_factory(*, catalog: Any = None, recipe_dirs: Sequence[str] = (), base
                     sel = asdict(res.selection)
                     bound.selection = {k: (list(v) if isinstance(v, tuple) else v)
                                        for k, v in sel.items() if v not in (None, (), {}, [])}
+                    data = getattr(recipe, "data", None) or {}
+                    variant = (data.get("variants") or {}).get(res.selection.variant) or {}
+                    wanted = variant.get("min_vllm_version") or (data.get("model") or {}).get("min_vllm_version")
+                    bound.min_vllm_version = str(wanted) if wanted else None
             return resolution_view(cache[key], overrides)
 
         bound.resolve = resolve
