@@ -185,28 +185,32 @@ class VllmServeChecker:
             return failure
         return {"ok": True, "notes": notes}
 
+    @staticmethod
+    def _registered_name(name, plugin, registered, what, notes):
+        """vLLM's own refusal of a parser name the image does not register (None when fine)."""
+        flag = f"--{what}"
+        if not name or registered is None:
+            return None
+        if plugin:
+            notes.append(f"{flag} {name}: not checked (a plugin is given: {plugin})")
+            return None
+        if name in registered:
+            return None
+        words = what.replace("-", " ")
+        return _failure(what, f"invalid {words}: {name} (chose from {{ {','.join(registered)} }})", flag=flag)
+
     def _names(self, args, notes):
-        plugin = getattr(args, "tool_parser_plugin", None)
-        name = getattr(args, "tool_call_parser", None)
-        if name and self.tool_parsers is not None:
-            if plugin:
-                notes.append(f"--tool-call-parser {name}: not checked (--tool-parser-plugin {plugin})")
-            elif name not in self.tool_parsers:
-                return _failure("tool-call-parser",
-                                f"invalid tool call parser: {name} "
-                                f"(chose from {{ {','.join(self.tool_parsers)} }})",
-                                flag="--tool-call-parser")
+        failure = self._registered_name(getattr(args, "tool_call_parser", None),
+                                        getattr(args, "tool_parser_plugin", None),
+                                        self.tool_parsers, "tool-call-parser", notes)
+        if failure:
+            return failure
         structured = getattr(args, "structured_outputs_config", None)
-        name = getattr(args, "reasoning_parser", None) or getattr(structured, "reasoning_parser", None)
-        plugin = getattr(args, "reasoning_parser_plugin", None)
-        if name and self.reasoning_parsers is not None:
-            if plugin:
-                notes.append(f"--reasoning-parser {name}: not checked (--reasoning-parser-plugin {plugin})")
-            elif name not in self.reasoning_parsers:
-                return _failure("reasoning-parser",
-                                f"invalid reasoning parser: {name} "
-                                f"(chose from {{ {','.join(self.reasoning_parsers)} }})",
-                                flag="--reasoning-parser")
+        failure = self._registered_name(
+            getattr(args, "reasoning_parser", None) or getattr(structured, "reasoning_parser", None),
+            getattr(args, "reasoning_parser_plugin", None), self.reasoning_parsers, "reasoning-parser", notes)
+        if failure:
+            return failure
         mode = getattr(args, "tokenizer_mode", None)
         if mode and self.tokenizer_modes is not None and str(mode).lower() not in self.tokenizer_modes:
             return _failure("tokenizer-mode",
@@ -305,4 +309,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(main())

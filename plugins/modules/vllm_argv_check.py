@@ -60,6 +60,14 @@ options:
         processes of several deployments at once (the plan's C(deployments.*.min_vllm_version)).
     type: dict
     default: {}
+  plan_deployments:
+    description:
+      - The plan's C(deployments) mapping (plan.json), to tell where a refused flag came from when a
+        process gives no C(origins) - V(advanced_args) when the deployment's selection lists it, else
+        the recipe with its variant, strategy and features - and to read each deployment's
+        C(min_vllm_version).
+    type: dict
+    default: {}
   missing_ok:
     description:
       - C(kind=router) only. When the router Python has no C(vllm_router), skip the check and say so in
@@ -117,6 +125,7 @@ attributes:
     description: Runs the same in check mode; it only reads the image and writes its own cache.
   diff_mode:
     support: none
+    description: Changes nothing, so there is nothing to diff.
   idempotent:
     support: full
     description: Changes nothing the fleet runs; RV(ignore:changed) is always false.
@@ -282,6 +291,8 @@ class ArgvCheck:
         self.image_id = None
         self.setup_s = 0.0
         self.checked = 0
+        #: The checker's own time per freshly checked argv (ms), for benchmarks.
+        self.check_ms = []
 
     # -- image and cache -------------------------------------------------------------
     def resolve_image(self):
@@ -385,6 +396,7 @@ class ArgvCheck:
         if pending:
             report = self.run_checker(list(pending.values()))
             self.setup_s = float(report.get("setup_s") or 0.0)
+            self.check_ms = [float(r.get("check_ms") or 0.0) for r in report["results"]]
             version = report.get("program_version")
             for key, result in zip(pending, report["results"]):
                 entry = {"program_version": version, "image_id": self.image_id, "argv": pending[key],
@@ -425,6 +437,33 @@ class ArgvCheck:
                            error=f"the image's vLLM is {version}; the recipe needs vLLM >= {need}")
 
 
+def origin_from_plan(flag, deployment):
+    """Where ``flag`` came from, from a plan.json deployment entry (its selection and recipe)."""
+    if not deployment:
+        return None
+    selection = deployment.get("selection") or {}
+    advanced = [str(a) for a in selection.get("advanced_args") or []]
+    if flag and any(a == flag or a.startswith((flag + "=", flag + " ")) for a in advanced):
+        return "advanced_args"
+    parts = [f"{key} {selection[key]}" for key in ("variant", "strategy") if selection.get(key)]
+    if selection.get("features"):
+        parts.append("features " + ", ".join(str(f) for f in selection["features"]))
+    recipe = deployment.get("recipe") or "?"
+    return f"recipe {recipe}" + (f" ({', '.join(parts)})" if parts else "")
+
+
+def add_plan_origins(results, processes, deployments):
+    for out, proc in zip(results, processes):
+        if out["ok"]:
+            continue
+        deployment = deployments.get(proc.get("deployment")) or {}
+        if out.get("stage") == "min-version":
+            if deployment.get("recipe") and not proc.get("min_vllm_version_origin"):
+                out["origin"] = f"recipe {deployment['recipe']} min_vllm_version"
+        elif not out.get("origin"):
+            out["origin"] = origin_from_plan(out.get("flag"), deployment)
+
+
 def describe(out, image, version, kind):
     who = f"deployment {out.get('deployment') or '?'}, process {out.get('unit') or '?'}"
     if out.get("host"):
@@ -458,9 +497,14 @@ def run_module(module):
                       docker_binary=params["docker_binary"], timeout=params["timeout"])
     try:
         results, version = check.check()
+        deployments = params["plan_deployments"] or {}
         if kind == "engine":
+            minimums = {str(k): str(v.get("min_vllm_version")) for k, v in deployments.items()
+                        if isinstance(v, dict) and v.get("min_vllm_version")}
+            minimums.update({str(k): str(v) for k, v in params["min_vllm_versions"].items() if v})
             check.enforce_min_version(results, params["processes"], version, params.get("min_vllm_version"),
-                                      {str(k): str(v) for k, v in params["min_vllm_versions"].items() if v})
+                                      minimums)
+        add_plan_origins(results, params["processes"], deployments)
     except ProgramMissing as exc:
         if not params["missing_ok"]:
             module.fail_json(msg=str(exc), results=[], cached=False, checked=0, failures=[])
@@ -489,6 +533,7 @@ def main():
             processes=dict(type="list", elements="dict", required=True),
             min_vllm_version=dict(type="str"),
             min_vllm_versions=dict(type="dict", default={}),
+            plan_deployments=dict(type="dict", default={}),
             missing_ok=dict(type="bool", default=False),
             python=dict(type="list", elements="str", default=["python3", "/opt/vllm/bin/python", "/usr/bin/python3"]),
             router_python=dict(type="path"),
