@@ -343,6 +343,26 @@ def command_to_argv(command: str) -> list[str]:
     return shlex.split("\n".join(lines).replace("\\\n", " "))
 
 
+def split_joined_flags(argv: Sequence[str]) -> list[str]:
+    """Split argv elements that hold a flag and its value joined by a space (``"--max-model-len auto"``).
+
+    Recipes keep such an element as one argv entry; the recipes site's shell command splits it, our
+    ``ExecStart`` would pass it as one argument, and vLLM refuses it. Split the way the shell would
+    (docs/engine.md, "Where the recipes site is wrong for a target"). Other elements (values such as
+    JSON, which never start with ``-``) are kept as they are.
+    """
+    out: list[str] = []
+    for token in argv:
+        if token.startswith("-") and any(ch.isspace() for ch in token):
+            try:
+                out += shlex.split(token)
+                continue
+            except ValueError:
+                pass
+        out.append(token)
+    return out
+
+
 # --------------------------------------------------------------------------------------
 # Recorded resolutions (plan.json pins, resolution_file, tests)
 # --------------------------------------------------------------------------------------
@@ -598,7 +618,7 @@ class _DeploymentPlacer:
                        start_order=start_order, network_host=network_host,
                        restart_group=restart_group or self.decl.name)
         mapping = self.mapping(host)
-        program = [str(t) for t in argv]
+        program = split_joined_flags([str(t) for t in argv])
         if self.spec.api_key is not None or "$API_KEY" in program or any(
                 t.startswith("--api-key") for t in program):
             program = self._api_key_filter(program, unit)
