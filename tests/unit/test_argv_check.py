@@ -243,3 +243,122 @@ def test_plan_carries_the_recipes_min_vllm_version():
     hostvars = {"node-a": {"ansible_host": "127.0.0.1", "vllm_fabric_interface": "lo", "vllm_deployment": deployment}}
     plan = P.plan_to_dict(P.build_plan(hostvars, {"all": ["node-a"], "glm": ["node-a"]}, P.engine_factory()))
     assert plan["deployments"]["glm"]["min_vllm_version"] == "0.29.0"
+
+
+# --------------------------------------------------------------------------------------
+# playbooks/validate.yml on the real engine image
+# --------------------------------------------------------------------------------------
+def _validate(tmp_path, *extra):
+    deployment = {"name": "glm-cpu", "recipe": "zai-org/GLM-5.3-Flash", "hardware": "h200",
+                  "strategy": "single_node_tp", "gpu_runtime": "none", "image": IMAGE,
+                  "config_dir": str(tmp_path / "etc" / "vllm-fleet"), "unit_dir": str(tmp_path / "etc" / "systemd")}
+    host = {"ansible_host": "127.0.0.1", "ansible_connection": "local", "ansible_python_interpreter": sys.executable}
+    inventory = tmp_path / "inventory.yml"
+    inventory.write_text(json.dumps({"all": {"children": {"glm_cpu": {
+        "hosts": {"node-a": host}, "vars": {"vllm_fabric_interface": "lo", "vllm_deployment": deployment,
+                                            "vllm_image_argv_check_cache_dir": str(tmp_path / "cache")}}}}}))
+    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(REPO / ".collections"), ANSIBLE_NOCOLOR="1",
+               ANSIBLE_FORCE_COLOR="0")
+    started = time.monotonic()
+    result = subprocess.run([str(BIN / "ansible-playbook"), "-i", str(inventory), str(REPO / "playbooks" / "validate.yml"),
+                             *extra], capture_output=True, text=True, env=env, check=False, cwd=tmp_path, timeout=1200)
+    return result, time.monotonic() - started
+
+
+@pytest.mark.slow
+def test_validate_playbook_refuses_the_seed_recipe_on_vllm_0_32(tmp_path):
+    """The seed recipe needs a newer vLLM: refused with vLLM's words, nothing changed; then cached; opt-out stated."""
+    reason = _image_missing()
+    if reason:
+        pytest.skip(reason)
+    cold, cold_s = _validate(tmp_path)
+    out = cold.stdout
+    assert cold.returncode != 0, out
+    assert ("deployment glm-cpu, process vllm-glm-cpu.service on node-a: vLLM 0.32.0 in "
+            f"{IMAGE} refuses --disable-flashinfer-autotune (from recipe zai-org/GLM-5.3-Flash (variant default, "
+            "strategy single_node_tp, features tool_calling, reasoning)): vllm: error: unrecognized arguments: "
+            "--disable-flashinfer-autotune") in out, out
+    assert "unrecognized arguments: --disable-flashinfer-autotune" in out
+    assert "nothing on any host was changed" in out
+    assert "changed=0" in out and "changed=1" not in out
+    warm, warm_s = _validate(tmp_path)
+    assert warm.returncode != 0 and "0 distinct argv(s) run through the parser now" in warm.stdout, warm.stdout
+    assert "changed=0" in warm.stdout and "changed=1" not in warm.stdout
+    skipped, _s = _validate(tmp_path, "-e", "vllm_argv_check=false",
+                            "-e", "vllm_image_argv_check_skip_reason='custom entrypoint'")
+    assert skipped.returncode == 0, skipped.stdout
+    assert "skipped: custom entrypoint" in skipped.stdout
+    print(f"\nvalidate.yml on the real image: cold {cold_s:.1f} s, cached {warm_s:.1f} s (whole playbook)")
+
+
+# --------------------------------------------------------------------------------------
+# Deviation from the site: a flag joined with its value in one argv element is split
+# --------------------------------------------------------------------------------------
+@pytest.mark.parametrize("argv,expected", [
+    (["vllm", "serve", "m", "--max-model-len auto"], ["vllm", "serve", "m", "--max-model-len", "auto"]),
+    (["--chat-template '/a b/t.jinja'"], ["--chat-template", "/a b/t.jinja"]),
+    (["--compilation-config", '{"mode": 3, "x": [1, 2]}'], ["--compilation-config", '{"mode": 3, "x": [1, 2]}']),
+    (["--served-model-name", "my model"], ["--served-model-name", "my model"]),
+    (["--bad 'unclosed"], ["--bad 'unclosed"]),
+])
+def test_split_joined_flags(argv, expected):
+    from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils import _placement as P
+
+    assert P.split_joined_flags(argv) == expected
+
+
+def test_plan_splits_a_joined_flag_from_advanced_args():
+    from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils import _placement as P
+
+    deployment = {"name": "glm", "recipe": "zai-org/GLM-5.3-Flash", "hardware": "h200", "strategy": "single_node_tp",
+                  "gpu_runtime": "none", "advanced_args": ["--max-model-len 4096"]}
+    hostvars = {"node-a": {"ansible_host": "127.0.0.1", "vllm_fabric_interface": "lo", "vllm_deployment": deployment}}
+    plan = P.plan_to_dict(P.build_plan(hostvars, {"all": ["node-a"], "glm": ["node-a"]}, P.engine_factory()))
+    argv = plan["deployments"]["glm"]["processes"][0]["argv"]
+    assert "--max-model-len 4096" not in argv
+    assert argv[argv.index("--max-model-len") + 1] == "4096"
+
+
+@pytest.mark.parametrize("flag,expected", [
+    ("--max-modle-len", "advanced_args"),
+    ("--max-model-len", "advanced_args"),  # "--max-model-len 4096" in one element (split by placement)
+    ("--disable-flashinfer-autotune", "recipe zai-org/GLM-5.3-Flash (variant default, strategy single_node_tp, "
+                                      "features tool_calling)"),
+])
+def test_origin_from_the_plan(flag, expected):
+    deployment = {"recipe": "zai-org/GLM-5.3-Flash",
+                  "selection": {"variant": "default", "strategy": "single_node_tp", "features": ["tool_calling"],
+                                "advanced_args": ["--max-modle-len", "4096", "--max-model-len 4096"]}}
+    assert M.origin_from_plan(flag, deployment) == expected
+
+
+def test_plan_origins_fill_what_processes_do_not_say():
+    results = [{"ok": False, "stage": "parse", "flag": "--x", "origin": None},
+               {"ok": False, "stage": "parse", "flag": "--y", "origin": "feature z"},
+               {"ok": False, "stage": "min-version", "flag": None, "origin": "recipe min_vllm_version"},
+               {"ok": True}]
+    processes = [{"deployment": "d"}] * 4
+    M.add_plan_origins(results, processes, {"d": {"recipe": "r", "selection": {"advanced_args": ["--x"]}}})
+    assert [r.get("origin") for r in results] == ["advanced_args", "feature z", "recipe r min_vllm_version", None]
+
+
+@pytest.mark.parametrize("args,stage,words", [
+    (dict(tool_call_parser="hermes2"), "tool-call-parser", "invalid tool call parser: hermes2 (chose from { hermes,glm47 })"),
+    (dict(tool_call_parser="hermes2", tool_parser_plugin="/p.py"), None, None),
+    (dict(reasoning_parser="qwen4"), "reasoning-parser", "invalid reasoning parser: qwen4 (chose from { qwen3 })"),
+    (dict(tokenizer_mode="GLM5_NEXT"), "tokenizer-mode", "No tokenizer registered for tokenizer_mode='glm5_next'"),
+    (dict(tool_call_parser="glm47", reasoning_parser="qwen3", tokenizer_mode="HF"), None, None),
+])
+def test_names_against_the_images_registries(args, stage, words):
+    """The registry checks alone (the image's lists stubbed): what vLLM would refuse after loading the model."""
+    import argparse
+
+    checker = C.VllmServeChecker.__new__(C.VllmServeChecker)
+    checker.tool_parsers, checker.reasoning_parsers, checker.tokenizer_modes = ["hermes", "glm47"], ["qwen3"], ["auto", "hf"]
+    notes: list[str] = []
+    failure = checker._names(argparse.Namespace(**args), notes)
+    if stage is None:
+        assert failure is None
+        assert bool(notes) == ("tool_parser_plugin" in args)
+    else:
+        assert failure["stage"] == stage and words in failure["error"]
