@@ -363,6 +363,35 @@ def split_joined_flags(argv: Sequence[str]) -> list[str]:
     return out
 
 
+def router_argv_for_pinned(argv: Sequence[str]) -> list[str]:
+    """A vllm-router argv the pinned vllm-router (0.1.17) accepts.
+
+    The Mooncake ``kv_store_lb`` recipes render one ``--backend-url URL`` per instance, a flag
+    vllm-router 0.1.17 (the newest published) does not have; it takes ``--worker-urls URL...``.
+    The URLs move to one ``--worker-urls`` where the first ``--backend-url`` was (docs/engine.md).
+    """
+    out: list[str] = []
+    urls: list[str] = []
+    at: Optional[int] = None
+    index = 0
+    while index < len(argv):
+        token = argv[index]
+        if token == "--backend-url" and index + 1 < len(argv):
+            urls.append(argv[index + 1])
+            index += 2
+        elif token.startswith("--backend-url="):
+            urls.append(token.split("=", 1)[1])
+            index += 1
+        else:
+            out.append(token)
+            index += 1
+            continue
+        at = len(out) if at is None else at
+    if at is not None:
+        out[at:at] = ["--worker-urls", *urls]
+    return out
+
+
 # --------------------------------------------------------------------------------------
 # Recorded resolutions (plan.json pins, resolution_file, tests)
 # --------------------------------------------------------------------------------------
@@ -1070,7 +1099,7 @@ class _DeploymentPlacer:
         spec = self.spec.router
         image = spec.image if spec.runtime == "container" else None
         proc = self.service_process(host=host, unit=self.unit_name("router"), kind="router",
-                                    argv=argv, venv=spec.venv, start_order=ORDER_ROUTER, port=port,
+                                    argv=router_argv_for_pinned(argv), venv=spec.venv, start_order=ORDER_ROUTER, port=port,
                                     port_purpose="router", health_path="/health",
                                     container_image=image)
         self.endpoint = f"http://{proc.address}:{port}"

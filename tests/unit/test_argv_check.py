@@ -14,6 +14,7 @@ import json
 import os
 import shutil
 import subprocess
+import tempfile
 import sys
 import time
 from pathlib import Path
@@ -362,3 +363,21 @@ def test_names_against_the_images_registries(args, stage, words):
         assert bool(notes) == ("tool_parser_plugin" in args)
     else:
         assert failure["stage"] == stage and words in failure["error"]
+
+
+@pytest.mark.parametrize("argv,expected", [
+    (["vllm-router", "--policy", "cache_aware", "--backend-url", "http://a:8000", "--backend-url", "http://b:8000",
+      "--port", "30080"],
+     ["vllm-router", "--policy", "cache_aware", "--worker-urls", "http://a:8000", "http://b:8000", "--port", "30080"]),
+    (["vllm-router", "--backend-url=http://a:8000"], ["vllm-router", "--worker-urls", "http://a:8000"]),
+    (["vllm-router", "--vllm-pd-disaggregation", "--prefill", "http://p:8000", "--decode", "http://d:8000"],
+     ["vllm-router", "--vllm-pd-disaggregation", "--prefill", "http://p:8000", "--decode", "http://d:8000"]),
+])
+def test_router_argv_for_the_pinned_router(argv, expected):
+    from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils import _placement as P
+
+    assert P.router_argv_for_pinned(argv) == expected
+    if "vllm_router" in sys.modules or shutil.which("vllm-router"):
+        check = M.ArgvCheck(kind="router", processes=[dict(argv=expected)], router_python=sys.executable,
+                            cache_dir=tempfile.mkdtemp())
+        assert check.check()[0][0]["ok"]
