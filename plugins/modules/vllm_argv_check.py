@@ -122,7 +122,10 @@ options:
 attributes:
   check_mode:
     support: full
-    description: Runs the same in check mode; it only reads the image and writes its own cache.
+    description:
+      - Runs the same in check mode; it only reads the image and writes its own cache.
+      - In check mode an image that is not on the host yet (the pull only said it would pull it) is
+        not checked; RV(skipped_reason) says so.
   diff_mode:
     support: none
     description: Changes nothing, so there is nothing to diff.
@@ -244,6 +247,10 @@ class CheckError(Exception):
     """The check could not run (not: an argv was refused)."""
 
 
+class ImageMissing(CheckError):
+    """The image is not on the host (in check mode: the pull only said it would pull it)."""
+
+
 class ProgramMissing(CheckError):
     """The interpreter has no such program (vllm_router not installed)."""
 
@@ -277,7 +284,7 @@ class ArgvCheck:
     """Check a set of processes' argvs; cache by (image ID, argv)."""
 
     def __init__(self, *, kind, processes, image=None, pythons=(), router_python=None, env=None,
-                 cache_dir, docker_binary="docker", timeout=900, runner=subprocess.run):
+                 cache_dir, docker_binary="docker", timeout=900, runner=None):
         self.kind = kind
         self.processes = [dict(p) for p in processes]
         self.image = image
@@ -287,7 +294,7 @@ class ArgvCheck:
         self.cache_dir = cache_dir
         self.docker = docker_binary
         self.timeout = timeout
-        self.run = runner
+        self.run = runner or subprocess.run
         self.image_id = None
         self.setup_s = 0.0
         self.checked = 0
@@ -302,7 +309,7 @@ class ArgvCheck:
         proc = self.run([self.docker, "image", "inspect", "--format", "{{.Id}}", self.image],
                         capture_output=True, text=True, check=False)
         if proc.returncode != 0 or not proc.stdout.strip():
-            raise CheckError(f"image {self.image} is not on this host (docker image inspect: "
+            raise ImageMissing(f"image {self.image} is not on this host (docker image inspect: "
                              f"{(proc.stderr or proc.stdout).strip()}); pull it first")
         self.image_id = proc.stdout.strip()
 
@@ -505,6 +512,13 @@ def run_module(module):
             check.enforce_min_version(results, params["processes"], version, params.get("min_vllm_version"),
                                       minimums)
         add_plan_origins(results, params["processes"], deployments)
+    except ImageMissing as exc:
+        if not module.check_mode:
+            module.fail_json(msg=str(exc), results=[], cached=False, checked=0, failures=[])
+        reason = f"check mode: {exc}"
+        module.exit_json(changed=False, results=[], cached=False, checked=0, setup_s=0.0, failures=[],
+                         elapsed_s=round(time.monotonic() - started, 3), skipped_reason=reason,
+                         message=f"argv check skipped: {reason}")
     except ProgramMissing as exc:
         if not params["missing_ok"]:
             module.fail_json(msg=str(exc), results=[], cached=False, checked=0, failures=[])

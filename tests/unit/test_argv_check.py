@@ -381,3 +381,34 @@ def test_router_argv_for_the_pinned_router(argv, expected):
         check = M.ArgvCheck(kind="router", processes=[dict(argv=expected)], router_python=sys.executable,
                             cache_dir=tempfile.mkdtemp())
         assert check.check()[0][0]["ok"]
+
+
+def test_check_mode_skips_an_image_not_pulled_yet(tmp_path, monkeypatch):
+    """deploy.yml --check on a fresh host: the pull only said it would pull, so there is nothing to run."""
+    def runner(command, **kwargs):
+        return subprocess.CompletedProcess(command, 1, "", "Error: No such image: new:1")
+    monkeypatch.setattr(M.subprocess, "run", runner)
+    outcome = {}
+
+    class Module:
+        check_mode = True
+        params = {"kind": "engine", "image": "new:1", "processes": [{"argv": serve()}], "skip": False,
+                  "python": ["python3"], "router_python": None, "env": {}, "cache_dir": str(tmp_path),
+                  "docker_binary": "docker", "timeout": 10, "min_vllm_version": None, "min_vllm_versions": {},
+                  "plan_deployments": {}, "missing_ok": False, "fail_on_error": True, "skip_reason": None}
+
+        def exit_json(self, **kwargs):
+            outcome.update(kwargs, failed=False)
+            raise SystemExit(0)
+
+        def fail_json(self, **kwargs):
+            outcome.update(kwargs, failed=True)
+            raise SystemExit(1)
+
+    with pytest.raises(SystemExit):
+        M.run_module(Module())
+    assert not outcome["failed"] and outcome["skipped_reason"].startswith("check mode: image new:1 is not on this host")
+    Module.check_mode = False
+    with pytest.raises(SystemExit):
+        M.run_module(Module())
+    assert outcome["failed"] and "pull it first" in outcome["msg"]
