@@ -310,7 +310,7 @@ class ArgvCheck:
                         capture_output=True, text=True, check=False)
         if proc.returncode != 0 or not proc.stdout.strip():
             raise ImageMissing(f"image {self.image} is not on this host (docker image inspect: "
-                             f"{(proc.stderr or proc.stdout).strip()}); pull it first")
+                               f"{(proc.stderr or proc.stdout).strip()}); pull it first")
         self.image_id = proc.stdout.strip()
 
     def _path(self, key):

@@ -137,7 +137,10 @@ def test_engine_second_run_is_served_from_the_cache(engine_runs):
     assert engine_runs["warm_runner"].containers == 0 and warm_check.checked == 0
     assert all(r["cached"] for r in warm_results.values())
     assert version == "0.32.0"
-    strip = lambda r: {k: v for k, v in r.items() if k != "cached"}  # noqa: E731
+
+    def strip(result):
+        return {k: v for k, v in result.items() if k != "cached"}
+
     assert {n: strip(r) for n, r in warm_results.items()} == {n: strip(r) for n, r in cold_results.items()}
 
 
