@@ -12,7 +12,9 @@ the engine image and runs it with the image's own Python::
     docker run --rm -i --network none -v CHECKER:/vllm-argv-check.py:ro \\
         -e VLLM_TARGET_DEVICE=cpu --entrypoint python3 IMAGE_ID /vllm-argv-check.py engine
 
-It reads a JSON list of argvs on stdin and prints one JSON object on stdout::
+It reads a JSON list on stdin, each entry an argv or ``{"argv": [...], "env": {...}}`` (the
+process's ``VLLM_*`` settings, set while that argv is checked: a few checks read them, e.g.
+``--grpc-port`` needs ``VLLM_USE_RUST_FRONTEND=1``), and prints one JSON object on stdout::
 
     {"checker": 1, "kind": "engine", "program_version": "0.32.0",
      "results": [{"ok": true, "notes": [...]},
@@ -41,6 +43,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import os
 import re
 import sys
 import time
@@ -76,6 +79,33 @@ def _parse(parser, args):
         return None, text.splitlines()[-1] if text else "the parser exited without a message"
     except Exception as exc:  # pylint: disable=broad-except
         return None, f"{type(exc).__name__}: {exc}"
+
+
+@contextlib.contextmanager
+def _environ(env):
+    """The process's own ``VLLM_*`` settings while its argv is checked (some checks read them)."""
+    saved = {key: os.environ.get(key) for key in env}
+    os.environ.update(env)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+def _entry(entry):
+    """``[argv...]`` or ``{"argv": [...], "env": {...}}`` -> (argv, env)."""
+    if isinstance(entry, dict):
+        argv, env = entry.get("argv"), entry.get("env") or {}
+    else:
+        argv, env = entry, {}
+    if not (isinstance(argv, list) and all(isinstance(t, str) for t in argv)
+            and isinstance(env, dict) and all(isinstance(v, str) for v in env.values())):
+        raise ValueError("each entry must be an argv (list of strings) or {argv, env (strings)}")
+    return argv, env
 
 
 def _failure(stage, message, flag=None):
@@ -287,10 +317,10 @@ def main(argv=None):
     kind = argv[0] if argv else "engine"
     started = time.monotonic()
     try:
-        argvs = json.load(sys.stdin)
-        if not isinstance(argvs, list) or not all(
-                isinstance(a, list) and all(isinstance(t, str) for t in a) for a in argvs):
-            raise ValueError("stdin must be a JSON list of argvs (lists of strings)")
+        entries = json.load(sys.stdin)
+        if not isinstance(entries, list):
+            raise ValueError("stdin must be a JSON list of argvs or {argv, env} objects")
+        entries = [_entry(entry) for entry in entries]
         checker = CHECKERS[kind]()
     except Exception as exc:  # pylint: disable=broad-except
         json.dump({"checker": CHECKER_VERSION, "kind": kind,
@@ -298,9 +328,10 @@ def main(argv=None):
         return 3
     setup_s = time.monotonic() - started
     results = []
-    for one in argvs:
+    for one, env in entries:
         begun = time.monotonic()
-        result = checker.check(one)
+        with _environ(env):
+            result = checker.check(one)
         result["check_ms"] = round((time.monotonic() - begun) * 1000, 2)
         results.append(result)
     json.dump({"checker": CHECKER_VERSION, "kind": kind, "program_version": checker.version,

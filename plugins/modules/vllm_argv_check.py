@@ -44,8 +44,9 @@ options:
   processes:
     description:
       - The processes to check. Keys read are C(argv) (required), C(deployment), C(unit), C(host),
-        C(min_vllm_version) and C(origins) (a mapping flag -> where it came from); other keys are
-        ignored, so plan.json process entries can be passed as they are.
+        C(min_vllm_version), C(origins) (a mapping flag -> where it came from) and C(env) (its
+        C(VLLM_*) keys are set while the argv is checked, and are part of the cache key); other keys
+        are ignored, so plan.json process entries can be passed as they are.
     type: list
     elements: dict
     required: true
@@ -264,8 +265,15 @@ def version_tuple(text):
     return tuple(parts + [0] * (3 - len(parts)))
 
 
-def cache_key(image_id, kind, argv):
-    payload = json.dumps([image_id, kind, _argv_checker.CHECKER_VERSION, list(argv)], separators=(",", ":"))
+def check_env(proc):
+    """The process's ``VLLM_*`` environment (plan.json ``env``, never secrets): some checks read it."""
+    env = proc.get("env") or {}
+    return {str(k): str(v) for k, v in sorted(env.items()) if str(k).startswith("VLLM_")}
+
+
+def cache_key(image_id, kind, argv, env=None):
+    fields = [image_id, kind, _argv_checker.CHECKER_VERSION, list(argv)] + ([env] if env else [])
+    payload = json.dumps(fields, separators=(",", ":"), sort_keys=True)
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()
 
 
@@ -394,10 +402,11 @@ class ArgvCheck:
         pending = {}
         for proc in self.processes:
             argv = [str(t) for t in proc.get("argv") or []]
-            key = cache_key(self.image_id, self.kind, argv)
+            env = check_env(proc) if self.kind == "engine" else {}
+            key = cache_key(self.image_id, self.kind, argv, env)
             keys.append((key, argv))
             if self.cache_get(key) is None:
-                pending[key] = argv
+                pending[key] = {"argv": argv, "env": env} if env else argv
         fresh = {}
         version = None
         if pending:
@@ -406,7 +415,7 @@ class ArgvCheck:
             self.check_ms = [float(r.get("check_ms") or 0.0) for r in report["results"]]
             version = report.get("program_version")
             for key, result in zip(pending, report["results"]):
-                entry = {"program_version": version, "image_id": self.image_id, "argv": pending[key],
+                entry = {"program_version": version, "image_id": self.image_id, "checked": pending[key],
                          "result": result}
                 self.cache_put(key, entry)
                 fresh[key] = entry

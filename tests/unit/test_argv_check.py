@@ -64,6 +64,12 @@ ENGINE_CASES = {
                                   "unrecognized arguments: --max-model-len auto", None),
     "old-compilation-config": (dict(argv=serve("--compilation-config", '{"use_inductor": false}')), False, "parse",
                                "use_inductor", None),
+    # vLLM reads VLLM_USE_RUST_FRONTEND while validating --grpc-port: the process's env is set for its check.
+    "grpc-port-without-its-env": (dict(argv=serve("--grpc-port", "50051")), False, "validate",
+                                  "--grpc-port requires VLLM_USE_RUST_FRONTEND=1", None),
+    "grpc-port-with-its-env": (dict(argv=serve("--grpc-port", "50051"), env={"VLLM_USE_RUST_FRONTEND": "1",
+                                                                           "HF_HUB_OFFLINE": "1"}),
+                               True, None, None, None),
     "min-version-above-image": (dict(argv=serve("--max-model-len", "512", "--dtype", "bfloat16", "--enforce-eager",
                                                 "--reasoning-parser", "qwen3"), min_vllm_version="0.33.0"),
                                 False, "min-version", "the image's vLLM is 0.32.0; the recipe needs vLLM >= 0.33.0",
@@ -133,7 +139,7 @@ def test_engine_second_run_is_served_from_the_cache(engine_runs):
     cold_check, cold_results, _v, _e = engine_runs["cold"]
     warm_check, warm_results, version, _e = engine_runs["warm"]
     assert engine_runs["cold_runner"].containers == 1  # every distinct argv in one container
-    assert cold_check.checked == len(ENGINE_CASES) - 1  # two cases share one argv
+    assert cold_check.checked == len(ENGINE_CASES) - 1  # two cases share one argv (and env)
     assert engine_runs["warm_runner"].containers == 0 and warm_check.checked == 0
     assert all(r["cached"] for r in warm_results.values())
     assert version == "0.32.0"
