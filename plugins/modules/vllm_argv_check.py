@@ -491,6 +491,12 @@ def describe(out, image, version, kind):
     return f"{who}: {program}{where} refuses{flag}{origin}: {out.get('error')}"
 
 
+def exit_skipped(module, started, reason):
+    module.exit_json(changed=False, results=[], cached=False, checked=0, setup_s=0.0, failures=[],
+                     elapsed_s=round(time.monotonic() - started, 3), skipped_reason=reason,
+                     message=f"argv check skipped: {reason}")
+
+
 def run_module(module):
     params = module.params
     started = time.monotonic()
@@ -498,9 +504,7 @@ def run_module(module):
     if params["skip"]:
         if not params.get("skip_reason"):
             module.fail_json(msg="skip=true needs skip_reason (it is stated in the run's summary)")
-        module.exit_json(changed=False, results=[], cached=False, checked=0, setup_s=0.0, failures=[],
-                         elapsed_s=0.0, skipped_reason=params["skip_reason"],
-                         message=f"argv check skipped: {params['skip_reason']}")
+        exit_skipped(module, started, params["skip_reason"])
     if kind == "engine" and not params.get("image"):
         module.fail_json(msg="kind=engine needs image (the image the units run)")
     for index, proc in enumerate(params["processes"]):
@@ -524,17 +528,11 @@ def run_module(module):
     except ImageMissing as exc:
         if not module.check_mode:
             module.fail_json(msg=str(exc), results=[], cached=False, checked=0, failures=[])
-        reason = f"check mode: {exc}"
-        module.exit_json(changed=False, results=[], cached=False, checked=0, setup_s=0.0, failures=[],
-                         elapsed_s=round(time.monotonic() - started, 3), skipped_reason=reason,
-                         message=f"argv check skipped: {reason}")
+        exit_skipped(module, started, f"check mode: {exc}")
     except ProgramMissing as exc:
         if not params["missing_ok"]:
             module.fail_json(msg=str(exc), results=[], cached=False, checked=0, failures=[])
-        reason = f"{exc}; install vllm-router there or point the check at a Python that has it"
-        module.exit_json(changed=False, results=[], cached=False, checked=0, setup_s=0.0, failures=[],
-                         elapsed_s=round(time.monotonic() - started, 3), skipped_reason=reason,
-                         message=f"argv check skipped: {reason}")
+        exit_skipped(module, started, f"{exc}; install vllm-router there or point the check at a Python that has it")
     except CheckError as exc:
         module.fail_json(msg=str(exc), results=[], cached=False, checked=check.checked, failures=[])
     failures = [r for r in results if not r["ok"]]
