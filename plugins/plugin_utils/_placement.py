@@ -146,6 +146,9 @@ class BoundEngine:
     hardware_id: Optional[str] = None
     #: A short label of the resolved selection for plan.json (variant, strategy ...).
     selection: Mapping[str, Any] = field(default_factory=dict)
+    #: The recipe's ``min_vllm_version`` (the selected variant's, else the model's), enforced
+    #: against the image's vLLM by ``vllm_argv_check``.
+    min_vllm_version: Optional[str] = None
 
 
 EngineFactory = Callable[[DeclaredDeployment], BoundEngine]
@@ -230,6 +233,7 @@ class DeploymentPlan:
     endpoint: Optional[str] = None
     start_timeout: int = 1800
     selection: Mapping[str, Any] = field(default_factory=dict)
+    min_vllm_version: Optional[str] = None
 
     @property
     def hosts(self) -> list[str]:
@@ -366,6 +370,55 @@ def command_to_argv(command: str) -> list[str]:
     """Split a recipes-site shell command (``\\``-continued, ``#`` comment lines)."""
     lines = [line for line in command.splitlines() if not line.lstrip().startswith("#")]
     return shlex.split("\n".join(lines).replace("\\\n", " "))
+
+
+def split_joined_flags(argv: Sequence[str]) -> list[str]:
+    """Split argv elements that hold a flag and its value joined by a space (``"--max-model-len auto"``).
+
+    Recipes keep such an element as one argv entry; the recipes site's shell command splits it, our
+    ``ExecStart`` would pass it as one argument, and vLLM refuses it. Split the way the shell would
+    (docs/engine.md, "Where the recipes site is wrong for a target"). Other elements (values such as
+    JSON, which never start with ``-``) are kept as they are.
+    """
+    out: list[str] = []
+    for token in argv:
+        if token.startswith("-") and any(ch.isspace() for ch in token):
+            try:
+                out += shlex.split(token)
+                continue
+            except ValueError:
+                pass
+        out.append(token)
+    return out
+
+
+def router_argv_for_pinned(argv: Sequence[str]) -> list[str]:
+    """A vllm-router argv the pinned vllm-router (0.1.17) accepts.
+
+    The Mooncake ``kv_store_lb`` recipes render one ``--backend-url URL`` per instance, a flag
+    vllm-router 0.1.17 (the newest published) does not have; it takes ``--worker-urls URL...``.
+    The URLs move to one ``--worker-urls`` where the first ``--backend-url`` was (docs/engine.md).
+    """
+    out: list[str] = []
+    urls: list[str] = []
+    at: Optional[int] = None
+    index = 0
+    while index < len(argv):
+        token = argv[index]
+        if token == "--backend-url" and index + 1 < len(argv):
+            urls.append(argv[index + 1])
+            index += 2
+        elif token.startswith("--backend-url="):
+            urls.append(token.split("=", 1)[1])
+            index += 1
+        else:
+            out.append(token)
+            index += 1
+            continue
+        at = len(out) if at is None else at
+    if at is not None:
+        out[at:at] = ["--worker-urls", *urls]
+    return out
 
 
 # --------------------------------------------------------------------------------------
@@ -643,7 +696,7 @@ class _DeploymentPlacer:
                        start_order=start_order, network_host=network_host,
                        restart_group=restart_group or self.decl.name)
         mapping = self.mapping(host)
-        program = [str(t) for t in argv]
+        program = split_joined_flags([str(t) for t in argv])
         if self.spec.api_key is not None or "$API_KEY" in program or any(
                 t.startswith("--api-key") for t in program):
             program = self._api_key_filter(program, unit)
@@ -856,7 +909,8 @@ class _DeploymentPlacer:
             image=self.spec.image or self.image, processes=self.processes,
             config_files=self.config_files, resolutions=self.resolutions,
             endpoint=self.endpoint, start_timeout=self.start_timeout,
-            selection=dict(self.engine.selection) or self.spec.selection())
+            selection=dict(self.engine.selection) or self.spec.selection(),
+            min_vllm_version=getattr(self.engine, "min_vllm_version", None))
 
     def _expected_type(self, gpu_hosts: Sequence[str], roles: Mapping[str, list[str]]) -> str:
         strategy = self.spec.strategy
@@ -1145,7 +1199,7 @@ class _DeploymentPlacer:
         image = spec.image if spec.runtime == "container" else None
         argv, metrics_port = self._router_metrics(argv)
         proc = self.service_process(host=host, unit=self.unit_name("router"), kind="router",
-                                    argv=argv, venv=spec.venv, start_order=ORDER_ROUTER, port=port,
+                                    argv=router_argv_for_pinned(argv), venv=spec.venv, start_order=ORDER_ROUTER, port=port,
                                     port_purpose="router", health_path="/health",
                                     container_image=image)
         # --- observability (issue 15): the router's Prometheus port is a port like any other
@@ -1723,6 +1777,7 @@ def plan_to_dict(fleet: FleetPlan) -> dict[str, Any]:
             "vendor": plan.vendor,
             "hardware": plan.hardware,
             "image": plan.image,
+            "min_vllm_version": plan.min_vllm_version,
             "container_profile": spec.container_profile,
             "endpoint": plan.endpoint,
             "start_timeout_s": plan.start_timeout,
@@ -1885,6 +1940,10 @@ def engine_factory(*, catalog: Any = None, recipe_dirs: Sequence[str] = (), base
                     sel = asdict(res.selection)
                     bound.selection = {k: (list(v) if isinstance(v, tuple) else v)
                                        for k, v in sel.items() if v not in (None, (), {}, [])}
+                    data = getattr(recipe, "data", None) or {}
+                    variant = (data.get("variants") or {}).get(res.selection.variant) or {}
+                    wanted = variant.get("min_vllm_version") or (data.get("model") or {}).get("min_vllm_version")
+                    bound.min_vllm_version = str(wanted) if wanted else None
             return resolution_view(cache[key], overrides)
 
         bound.resolve = resolve

@@ -380,15 +380,25 @@ def test_deploy_playbook_shape():
     monitoring = plays.pop()  # the optional last play: Prometheus on the group vllm_monitoring
     assert monitoring["hosts"] == "vllm_monitoring"
     assert monitoring["roles"] == [{"role": "vllm_fleet.recipes.monitoring", "tags": ["monitoring"]}]
-    order = [p["roles"][0]["role"].rsplit(".", 1)[1] for p in plays[1:]]
-    assert order == list(DEPLOY_ROLES)
+
+    def play_role(play):
+        if "roles" in play:
+            return play["roles"][0]["role"].rsplit(".", 1)[1]
+        include = play["tasks"][0]["ansible.builtin.include_role"]
+        return include["name"].rsplit(".", 1)[1] + ":" + include["tasks_from"].removesuffix(".yml")
+
+    order = [play_role(p) for p in plays[1:]]
+    # The argv check (docs/validation.md) runs after the pull, before anything else changes.
+    expected = list(DEPLOY_ROLES)
+    expected.insert(expected.index("image") + 1, "image:argv_check")
+    assert order == expected
     preflight = [t["ansible.builtin.include_role"]["name"].rsplit(".", 1)[1] for t in plays[1]["tasks"]]
     assert preflight == list(DEPLOY_ROLES[1:])
     for play in plays[1:]:
         assert play["hosts"] == "vllm_fleet_hosts"
 
 
-@pytest.mark.parametrize("playbook", ["deploy.yml", "status.yml", "teardown.yml"])
+@pytest.mark.parametrize("playbook", ["deploy.yml", "status.yml", "teardown.yml", "validate.yml", "upgrade.yml"])
 def test_playbooks_pass_syntax_check(playbook):
     env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(REPO / ".collections"))
     result = subprocess.run([str(BIN / "ansible-playbook"), "-i", str(EXAMPLES / "pd_cluster" / "inventory.yml"),

@@ -352,7 +352,10 @@ def test_kv_store_two_single_node_instances_with_router_master_and_store(corpus)
     assert procs["vllm-dep-mooncake-store"].host == "store"
     assert procs["vllm-dep-mooncake-store"].argv[-1] == "/etc/vllm-fleet/dep/mooncake-store.json"
     router = procs["vllm-dep-router"]
-    assert f"http://{addr(0)}:8000" in router.argv and f"http://{addr(1)}:8000" in router.argv
+    # The recipe's --backend-url is not a flag of the pinned vllm-router 0.1.17: --worker-urls is.
+    assert "--backend-url" not in router.argv
+    workers = router.argv.index("--worker-urls")
+    assert router.argv[workers + 1:workers + 3] == [f"http://{addr(0)}:8000", f"http://{addr(1)}:8000"]
     # the recipe's router port, and vllm-router's metrics port (collision-checked like any other)
     assert router.ports == [P.Port(30080, "router"), P.Port(29000, "router-metrics")]
     for inst in ("vllm-dep-i0", "vllm-dep-i1"):
