@@ -102,6 +102,41 @@ import_rootfs() {
     log "imported $image ($(docker image inspect -f '{{.Size}}' "$image" | awk '{printf "%.0f MB", $1/1e6}'), recipe $hash)"
 }
 
+# build_rootfs_image IMAGE BUILDER HASH CHANGE...: build IMAGE with the rootfs function
+# BUILDER unless its recipe HASH is what the built one carries (or FORCE is set).
+build_rootfs_image() {
+    local image=$1 builder=$2 want=$3 have dir
+    shift 3
+    dir=$BUILD_DIR/${image//[^A-Za-z0-9]/-}
+    have=$(image_hash "$image")
+    if [ "$want" = "$have" ] && [ -z "${FORCE:-}" ]; then
+        log "$image is up to date (recipe $want)"
+        return 0
+    fi
+    apt_ensure debootstrap debootstrap
+    log "building $image (recipe $want; built one: ${have:-none})"
+    local start=$SECONDS
+    "$builder" "$dir"
+    import_rootfs "$dir" "$image" "$want" "$@"
+    rm -rf "$dir"
+    log "$image built in $((SECONDS - start)) s"
+}
+
+# build_tags REPO CONTEXT BASE_ARG VERSION_ARG TAG...: `docker build` of CONTEXT once per tag, as
+# REGISTRY/REPO:TAG, with --build-arg BASE_ARG (NAME=VALUE) and VERSION_ARG=TAG.
+build_tags() {
+    local repo=$1 context=$2 base_arg=$3 version_arg=$4 tag
+    shift 4
+    for tag in "$@"; do
+        if ! docker build --build-arg "$base_arg" --build-arg "$version_arg=$tag" -t "$REGISTRY_LOCAL/$repo:$tag" \
+                "$context" >"$INFRA_DIR/build-$repo-$tag.log" 2>&1; then
+            tail -n 30 "$INFRA_DIR/build-$repo-$tag.log" >&2
+            die "docker build of $REGISTRY_LOCAL/$repo:$tag failed"
+        fi
+        log "built $REGISTRY_LOCAL/$repo:$tag ($(docker image inspect -f '{{.Id}}' "$REGISTRY_LOCAL/$repo:$tag" | cut -c8-19))"
+    done
+}
+
 # --- local/debian-systemd:12 -------------------------------------------------
 build_base_rootfs() {
     local dir=$1 packages
@@ -155,28 +190,8 @@ build_standin_rootfs() {
 }
 
 build_standin() {
-    local want have dir=$BUILD_DIR/standin-rootfs tag
-    want=$(recipe_hash build_standin_rootfs)
-    have=$(image_hash "$STANDIN_ROOTFS_IMAGE")
-    if [ "$want" != "$have" ] || [ -n "${FORCE:-}" ]; then
-        apt_ensure debootstrap debootstrap
-        log "building $STANDIN_ROOTFS_IMAGE (recipe $want; built one: ${have:-none})"
-        local start=$SECONDS
-        build_standin_rootfs "$dir"
-        import_rootfs "$dir" "$STANDIN_ROOTFS_IMAGE" "$want" 'CMD ["/bin/sh"]'
-        rm -rf "$dir"
-        log "$STANDIN_ROOTFS_IMAGE built in $((SECONDS - start)) s"
-    else
-        log "$STANDIN_ROOTFS_IMAGE is up to date (recipe $want)"
-    fi
-    for tag in "${STANDIN_TAGS[@]}"; do
-        if ! docker build --build-arg "ROOTFS_IMAGE=$STANDIN_ROOTFS_IMAGE" --build-arg "STANDIN_VERSION=$tag" \
-                -t "$REGISTRY_LOCAL/$STANDIN_REPO:$tag" "$INFRA_SRC/standin" >"$INFRA_DIR/build-standin-$tag.log" 2>&1; then
-            tail -n 30 "$INFRA_DIR/build-standin-$tag.log" >&2
-            die "docker build of $REGISTRY_LOCAL/$STANDIN_REPO:$tag failed"
-        fi
-        log "built $REGISTRY_LOCAL/$STANDIN_REPO:$tag ($(docker image inspect -f '{{.Id}}' "$REGISTRY_LOCAL/$STANDIN_REPO:$tag" | cut -c8-19))"
-    done
+    build_rootfs_image "$STANDIN_ROOTFS_IMAGE" build_standin_rootfs "$(recipe_hash build_standin_rootfs)" 'CMD ["/bin/sh"]'
+    build_tags "$STANDIN_REPO" "$INFRA_SRC/standin" "ROOTFS_IMAGE=$STANDIN_ROOTFS_IMAGE" STANDIN_VERSION "${STANDIN_TAGS[@]}"
 }
 
 # --- the real engine ----------------------------------------------------------
@@ -229,30 +244,11 @@ build_engine_rootfs() {
 }
 
 build_engine() {
-    local want have dir=$BUILD_DIR/engine-rootfs tag
-    want=$(recipe_hash build_engine_rootfs "$INFRA_SRC/engine/requirements.txt")
-    have=$(image_hash "$ENGINE_BASE_IMAGE")
-    if [ "$want" != "$have" ] || [ -n "${FORCE:-}" ]; then
-        apt_ensure debootstrap debootstrap
-        log "building $ENGINE_BASE_IMAGE (recipe $want; built one: ${have:-none})"
-        local start=$SECONDS
-        build_engine_rootfs "$dir"
-        import_rootfs "$dir" "$ENGINE_BASE_IMAGE" "$want" 'CMD ["/bin/sh"]' \
-            'ENV PATH=/opt/vllm/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
-            'ENV VLLM_TARGET_DEVICE=cpu' 'ENV PYTHONUNBUFFERED=1'
-        rm -rf "$dir"
-        log "$ENGINE_BASE_IMAGE built in $((SECONDS - start)) s"
-    else
-        log "$ENGINE_BASE_IMAGE is up to date (recipe $want)"
-    fi
-    for tag in "${ENGINE_TAGS[@]}"; do
-        if ! docker build --build-arg "ENGINE_BASE_IMAGE=$ENGINE_BASE_IMAGE" --build-arg "TEST_IMAGE_VERSION=$tag" \
-                -t "$REGISTRY_LOCAL/$ENGINE_REPO:$tag" "$INFRA_SRC/engine" >"$INFRA_DIR/build-engine-$tag.log" 2>&1; then
-            tail -n 30 "$INFRA_DIR/build-engine-$tag.log" >&2
-            die "docker build of $REGISTRY_LOCAL/$ENGINE_REPO:$tag failed"
-        fi
-        log "built $REGISTRY_LOCAL/$ENGINE_REPO:$tag ($(docker image inspect -f '{{.Id}}' "$REGISTRY_LOCAL/$ENGINE_REPO:$tag" | cut -c8-19))"
-    done
+    build_rootfs_image "$ENGINE_BASE_IMAGE" build_engine_rootfs \
+        "$(recipe_hash build_engine_rootfs "$INFRA_SRC/engine/requirements.txt")" 'CMD ["/bin/sh"]' \
+        'ENV PATH=/opt/vllm/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
+        'ENV VLLM_TARGET_DEVICE=cpu' 'ENV PYTHONUNBUFFERED=1'
+    build_tags "$ENGINE_REPO" "$INFRA_SRC/engine" "ENGINE_BASE_IMAGE=$ENGINE_BASE_IMAGE" TEST_IMAGE_VERSION "${ENGINE_TAGS[@]}"
 }
 
 # The tiny model, rewritten only when its generator changed (a hash file beside it).
@@ -284,9 +280,12 @@ status() {
     for image in "$BASE_IMAGE" "$STANDIN_ROOTFS_IMAGE" "$ENGINE_BASE_IMAGE"; do
         printf '%-32s %s\n' "$image" "$(image_hash "$image" | sed 's/^$/missing/')"
     done
-    for tag in "${STANDIN_TAGS[@]}"; do
-        printf '%-32s %s\n' "$REGISTRY_LOCAL/$STANDIN_REPO:$tag" \
-            "$(docker image inspect -f '{{.Id}}' "$REGISTRY_LOCAL/$STANDIN_REPO:$tag" 2>/dev/null | cut -c8-19 | sed 's/^$/missing/')"
+    local repo
+    for repo in "$STANDIN_REPO" "$ENGINE_REPO"; do
+        for tag in "${STANDIN_TAGS[@]}"; do
+            printf '%-32s %s\n' "$REGISTRY_LOCAL/$repo:$tag" \
+                "$(docker image inspect -f '{{.Id}}' "$REGISTRY_LOCAL/$repo:$tag" 2>/dev/null | cut -c8-19 | sed 's/^$/missing/')"
+        done
     done
 }
 
