@@ -99,9 +99,9 @@ engine_errors:
 import re
 import time
 import urllib.error
-import urllib.request
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.urls import open_url
 
 ERROR_LINE = re.compile(r"(?i)\b(error|exception|refused|invalid|unrecognized|not supported|usage:)")
 # Lines that mention errors without being one (vLLM logs its config, routes and env at start).
@@ -110,9 +110,8 @@ NOISE_LINE = re.compile(r"(?i)(Route: |non-default args|deprecat)")
 
 def health_status(url: str, headers: dict, timeout: float = 5.0) -> int:
     """HTTP status of ``url``; 0 when nothing answers."""
-    request = urllib.request.Request(url, headers=headers)
     try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:  # nosec: operator-given URL
+        with open_url(url, headers=headers, timeout=timeout, follow_redirects="none") as response:
             return response.status
     except urllib.error.HTTPError as exc:
         return exc.code

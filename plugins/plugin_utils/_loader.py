@@ -165,8 +165,8 @@ def read_capped(path: PathLike, what: str = "a file") -> bytes:
     finally:
         os.close(fd)
     if len(data) > MAX_DOCUMENT_BYTES:
-        raise RecipeLoadError(os.fspath(path), reason=f"larger than {MAX_DOCUMENT_BYTES} bytes; "
-                                                        f"expected {what}")
+        raise RecipeLoadError(os.fspath(path),
+                              reason=f"larger than {MAX_DOCUMENT_BYTES} bytes; expected {what}")
     return data
 
 

@@ -47,7 +47,7 @@ def training_corpus() -> list[str]:
     """Deterministic sentences: enough text for the BPE trainer to fill VOCAB_SIZE."""
     rng = np.random.default_rng(SEED)
     lines = []
-    for _ in range(4000):
+    for _sentence in range(4000):
         picks = rng.integers(0, len(WORDS), size=int(rng.integers(4, 12)))
         lines.append(" ".join(WORDS[i] for i in picks) + ".")
     return lines

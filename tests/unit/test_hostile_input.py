@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-from pathlib import Path
 from typing import Any, Callable
 
 import pytest
@@ -24,7 +22,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import readers
-from test_render import target_root, verify_units  # noqa: F401  # pylint: disable=unused-import  (fixture)
+from test_render import target_root, verify_units  # noqa: F401  # pylint: disable=unused-import
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils import _placement as P
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils import _render as R
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils import _unitfile as U
@@ -244,8 +242,8 @@ def test_writer_secret_value_reads_back_with_the_shim(value):
 @given(st.lists(VALUES, min_size=1, max_size=4))
 def test_writer_exec_argv_reads_back(args):
     try:
-        text = U.unit_file([], [("Service", [("ExecStart", U.exec_directive("ExecStart", ["/bin/prog", *args],
-                                                                               "the.key"))])])
+        directive = U.exec_directive("ExecStart", ["/bin/prog", *args], "the.key")
+        text = U.unit_file([], [("Service", [("ExecStart", directive)])])
     except U.UnsafeValueError as exc:
         assert "the.key" in str(exc)
         return
