@@ -160,23 +160,11 @@ build_base_rootfs() {
 }
 
 build_base() {
-    local want have dir=$BUILD_DIR/debian-systemd
     local inputs=("$INFRA_SRC/debian-systemd/packages.txt")
     mapfile -t -O 1 inputs < <(find "$INFRA_SRC/debian-systemd/overlay" -type f | sort; compgen -G "$HOST_CA_DIR/*.crt" || true)
-    want=$(recipe_hash build_base_rootfs "${inputs[@]}")
-    have=$(image_hash "$BASE_IMAGE")
-    if [ "$want" = "$have" ] && [ -z "${FORCE:-}" ]; then
-        log "$BASE_IMAGE is up to date (recipe $want)"
-        return 0
-    fi
-    apt_ensure debootstrap debootstrap
-    log "building $BASE_IMAGE (recipe $want; built one: ${have:-none})"
-    local start=$SECONDS
-    build_base_rootfs "$dir"
-    import_rootfs "$dir" "$BASE_IMAGE" "$want" 'CMD ["/lib/systemd/systemd"]' 'ENV container=docker' \
-        'VOLUME ["/var/lib/docker"]' 'LABEL org.opencontainers.image.description="vllm_fleet.recipes test host: systemd + its own dockerd"'
-    rm -rf "$dir"
-    log "$BASE_IMAGE built in $((SECONDS - start)) s"
+    build_rootfs_image "$BASE_IMAGE" build_base_rootfs "$(recipe_hash build_base_rootfs "${inputs[@]}")" \
+        'CMD ["/lib/systemd/systemd"]' 'ENV container=docker' 'VOLUME ["/var/lib/docker"]' \
+        'LABEL org.opencontainers.image.description="vllm_fleet.recipes test host: systemd + its own dockerd"'
 }
 
 # --- the stand-in engine -------------------------------------------------------
