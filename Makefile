@@ -316,14 +316,15 @@ molecule: venv collections infra ## one scenario: make molecule SCENARIO=smoke [
 	tests/infra/molecule.sh $(SCENARIO) $(MOLECULE_CMD)
 
 # Lanes at once (CI time): every word of MOLECULE_LANES is a lane, and all lanes start
-# together (20 s apart, the longest first); `a+b` runs b after a in one lane. Two lanes, not
-# one per scenario: on 2 cores the scenarios are CPU-bound (ansible), and three lanes took
-# 1766 s against about 1620 s for two (docs/testing.md, "Measured timings"). Scenarios of different lanes never
-# share test hosts, Hub stand-in (vllm_test_hub_port in their molecule.yml) or molecule lock
+# together (20 s apart, the longest first); `a+b` runs b after a in one lane. One lane per
+# scenario since the scenarios run the real vLLM engine: each spends minutes waiting for engines
+# to load, and pd_cluster+multi_node in one lane took 41 + ~35 min (docs/testing.md, "Measured
+# timings"); three lanes hold at most six engines, about 14 GiB. Scenarios of different lanes
+# never share test hosts, Hub stand-in (vllm_test_hub_port in their molecule.yml) or molecule lock
 # (one per Hub stand-in, tests/infra/molecule.sh); they share the registry and the test
 # network. Each lane logs to tests/output/test/integration-lane-N.log, printed at the end.
 # INTEGRATION_SERIAL=1: every scenario in turn, in the foreground.
-MOLECULE_LANES     ?= pd_cluster+multi_node replicas
+MOLECULE_LANES     ?= replicas multi_node pd_cluster
 INTEGRATION_SERIAL ?= 0
 
 integration: venv collections infra ## `molecule test` of MOLECULE_SCENARIOS (MOLECULE_LANES at once; part of `make test`)
