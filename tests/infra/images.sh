@@ -252,14 +252,17 @@ build_tiny_model() {
     echo "$want" >"$TINY_MODEL_DIR/.recipe-hash"
 }
 
+# The REPO:TAG references every test host pulls: each repository with its own tags.
+pushed_refs() {
+    printf '%s\n' "${STANDIN_TAGS[@]/#/$STANDIN_REPO:}" "${ENGINE_TAGS[@]/#/$ENGINE_REPO:}"
+}
+
 push() {
     http_ok "http://127.0.0.1:$REGISTRY_PORT/v2/" || die "no registry at localhost:$REGISTRY_PORT (tests/infra/registry.sh start)"
-    local tag repo
-    for repo in "$STANDIN_REPO" "$ENGINE_REPO"; do
-        for tag in "${STANDIN_TAGS[@]}"; do
-            docker push --quiet "$REGISTRY_LOCAL/$repo:$tag" >/dev/null
-            log "pushed $REGISTRY_LOCAL/$repo:$tag (test hosts pull $REGISTRY_FROM_HOSTS/$repo:$tag)"
-        done
+    local ref
+    for ref in $(pushed_refs); do
+        docker push --quiet "$REGISTRY_LOCAL/$ref" >/dev/null
+        log "pushed $REGISTRY_LOCAL/$ref (test hosts pull $REGISTRY_FROM_HOSTS/$ref)"
     done
 }
 
@@ -268,12 +271,10 @@ status() {
     for image in "$BASE_IMAGE" "$STANDIN_ROOTFS_IMAGE" "$ENGINE_BASE_IMAGE"; do
         printf '%-32s %s\n' "$image" "$(image_hash "$image" | sed 's/^$/missing/')"
     done
-    local repo
-    for repo in "$STANDIN_REPO" "$ENGINE_REPO"; do
-        for tag in "${STANDIN_TAGS[@]}"; do
-            printf '%-32s %s\n' "$REGISTRY_LOCAL/$repo:$tag" \
-                "$(docker image inspect -f '{{.Id}}' "$REGISTRY_LOCAL/$repo:$tag" 2>/dev/null | cut -c8-19 | sed 's/^$/missing/')"
-        done
+    local ref
+    for ref in $(pushed_refs); do
+        printf '%-32s %s\n' "$REGISTRY_LOCAL/$ref" \
+            "$(docker image inspect -f '{{.Id}}' "$REGISTRY_LOCAL/$ref" 2>/dev/null | cut -c8-19 | sed 's/^$/missing/')"
     done
 }
 
