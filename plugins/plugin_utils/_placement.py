@@ -160,6 +160,10 @@ class Port:
     purpose: str
 
 
+#: Port purpose of the NIXL side channel (one port per local data-parallel rank).
+NIXL_SIDE_CHANNEL = "nixl-side-channel"
+
+
 @dataclass(frozen=True)
 class ConfigFile:
     """A configuration file the plan installs on a host (Mooncake JSON, router JSON)."""
@@ -849,7 +853,7 @@ class _DeploymentPlacer:
         if base is not None and base.isdigit():
             count = dp_local if dp > 1 else 1
             for offset in range(count):
-                ports.append(Port(int(base) + start + offset, "nixl-side-channel"))
+                ports.append(Port(int(base) + start + offset, NIXL_SIDE_CHANNEL))
         proc.ports = ports
 
     def service_process(self, *, host: str, unit: str, kind: str, argv: Sequence[str],
@@ -1552,6 +1556,46 @@ def _spread_internal_ports(fleet: FleetPlan) -> None:
             proc.env.setdefault("VLLM_PORT", str(VLLM_PORT_BASE + VLLM_PORT_STRIDE * index))
 
 
+def _separate_side_channels(fleet: FleetPlan) -> None:
+    """Give NIXL engines that share a host disjoint side-channel port ranges.
+
+    Every engine binds ``VLLM_NIXL_SIDE_CHANNEL_PORT`` plus its data-parallel
+    index, so the recipe's prefill base (5557) and decode base (5558) overlap as
+    soon as the prefill engine runs two local DP ranks on the decode engine's
+    host. The engine with the lower base keeps the recipe's value; the other
+    moves up to the next free range (peers learn the port from the KV transfer
+    parameters, nothing else names it). A value set in ``extra_env`` is kept,
+    and a clash with it is reported by the port check.
+    """
+    by_host: dict[str, list[Process]] = {}
+    for plan in fleet.deployments:
+        for proc in plan.processes:
+            by_host.setdefault(proc.host, []).append(proc)
+    for procs in by_host.values():
+        taken = {port.number for proc in procs for port in proc.ports if port.purpose != NIXL_SIDE_CHANNEL}
+        nixl = [proc for proc in procs if any(port.purpose == NIXL_SIDE_CHANNEL for port in proc.ports)]
+        nixl.sort(key=lambda p: (p.deployment, min(port.number for port in p.ports
+                                                   if port.purpose == NIXL_SIDE_CHANNEL), p.unit))
+        for proc in nixl:
+            numbers = [port.number for port in proc.ports if port.purpose == NIXL_SIDE_CHANNEL]
+            base = int(proc.env["VLLM_NIXL_SIDE_CHANNEL_PORT"])
+            user_set = proc.env_keys.get("VLLM_NIXL_SIDE_CHANNEL_PORT", "").endswith(
+                ".extra_env.VLLM_NIXL_SIDE_CHANNEL_PORT")
+            if user_set or taken.isdisjoint(numbers):
+                taken.update(numbers)
+                continue
+            offsets = [number - base for number in numbers]
+            moved = base
+            while any(moved + offset in taken for offset in offsets):
+                moved += 1
+            if moved + max(offsets) > 65535:
+                continue  # nothing free above: the port check names the clash
+            proc.env["VLLM_NIXL_SIDE_CHANNEL_PORT"] = str(moved)
+            proc.ports = [port for port in proc.ports if port.purpose != NIXL_SIDE_CHANNEL] + [
+                Port(moved + offset, NIXL_SIDE_CHANNEL) for offset in offsets]
+            taken.update(moved + offset for offset in offsets)
+
+
 def _check_ports(fleet: FleetPlan) -> None:
     seen: dict[tuple[str, int], Process] = {}
     for plan in fleet.deployments:
@@ -1563,6 +1607,9 @@ def _check_ports(fleet: FleetPlan) -> None:
                     fix = ("set vllm_deployment.ports.api (or ports.router / ports.router_metrics / "
                            "ports.master) on one of them" if other.deployment != proc.deployment else
                            "give the two processes different ports in the recipe or inventory")
+                    if port.purpose == NIXL_SIDE_CHANNEL:
+                        fix = ("remove VLLM_NIXL_SIDE_CHANNEL_PORT from extra_env: placement gives each "
+                               "engine of a host its own side-channel range")
                     raise PlacementError(
                         f"hostvars[{proc.host!r}] port {port.number}", value=port.number,
                         expected=f"a free port on {proc.host}: {other.unit} ({other.deployment}, "
@@ -1649,6 +1696,7 @@ def build_plan(hostvars: Mapping[str, Mapping[str, Any]], groups: Mapping[str, S
         profiles[decl.name] = engine.hardware_profile
     fleet = FleetPlan(deployments=plans, hosts=hosts)
     _assign_gpus(fleet, profiles)
+    _separate_side_channels(fleet)
     for plan in plans:
         for proc in plan.processes:
             if proc.kind == "engine":

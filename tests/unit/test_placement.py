@@ -14,6 +14,7 @@ import pytest
 
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils import _placement as P
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._inventory import InventoryError
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._render import render_env_file
 from fleet_corpus import CorpusEngine, hardware_profiles, load_cases
 
 HF_IDS = (
@@ -557,3 +558,30 @@ def test_facts_supply_address_and_interface(corpus):
     assert procs["vllm-dep-rank0"].env["VLLM_HOST_IP"] == "192.168.7.97"
     assert procs["vllm-dep-rank1"].env["VLLM_HOST_IP"] == "172.16.0.2"
     assert procs["vllm-dep-rank1"].env["GLOO_SOCKET_IFNAME"] == "bond0"
+
+
+
+
+def test_pd_engines_sharing_a_host_get_disjoint_side_channel_ranges():
+    # two local DP ranks bind base and base + 1: the recipe's 5557 (prefill) and 5558 (decode) overlap
+    deployment = dict(SEED, strategy="pd_cluster", advanced_args=["--data-parallel-size", "2"])
+    fleet = engine_plan(deployment, ["g", "r"], host_vars={"r": {"vllm_pd_role": "router"}})
+    procs = by_unit(fleet)
+    pre, dec = procs["vllm-dep-prefill-0"], procs["vllm-dep-decode-0"]
+    assert pre.host == dec.host == "g"
+    side = {p.unit: sorted(x.number for x in p.ports if x.purpose == "nixl-side-channel") for p in (pre, dec)}
+    assert side[pre.unit] == [5557, 5558]  # the lower base keeps the recipe's value
+    assert side[dec.unit] == [5559, 5560]
+    assert pre.env["VLLM_NIXL_SIDE_CHANNEL_PORT"] == "5557" and dec.env["VLLM_NIXL_SIDE_CHANNEL_PORT"] == "5559"
+    # what the container gets is the moved value
+    assert "VLLM_NIXL_SIDE_CHANNEL_PORT=5559" in render_env_file(fleet.deployments[0], dec).splitlines()
+
+
+def test_pd_side_channel_port_from_extra_env_is_kept_and_a_clash_named():
+    deployment = dict(SEED, strategy="pd_cluster", extra_env={"VLLM_NIXL_SIDE_CHANNEL_PORT": "6000"})
+    with pytest.raises(P.PlacementError, match="port 6000.*remove VLLM_NIXL_SIDE_CHANNEL_PORT from extra_env"):
+        engine_plan(deployment, ["g", "r"], host_vars={"r": {"vllm_pd_role": "router"}})
+    fleet = engine_plan(deployment, ["p", "d", "r"], host_vars={"p": {"vllm_pd_role": "prefill"},
+                                                                "d": {"vllm_pd_role": "decode"},
+                                                                "r": {"vllm_pd_role": "router"}})
+    assert {p.env["VLLM_NIXL_SIDE_CHANNEL_PORT"] for p in fleet.deployments[0].processes if p.kind == "engine"} == {"6000"}
