@@ -82,6 +82,26 @@ report() {
     say "$name: $result in $took s (log: $log)"
 }
 
+# last_step LOG: the newest step a log shows (a molecule action, an Ansible play or task, a
+# pytest progress mark, a make stage), one line, for the heartbeat.
+last_step() {
+    grep -E '^(TASK|PLAY|RUNNING HANDLER) \[|^INFO +\[[A-Za-z0-9_]+ > [a-z_]+\]|\[ *[0-9]+%\]$|^==> \[' "$1" 2>/dev/null \
+        | tail -n 1 | sed -E 's/ \*+$//; s/^INFO +//; s/^.*(\[ *[0-9]+%\])$/pytest \1/' | cut -c 1-150 || true
+}
+
+# progress NAME: the stage's newest step, then each of its lanes' (NAME-lane-*.log) with the
+# scenario the lane is in.
+progress() {
+    local name=$1 log=${LOG_OF[$1]} lane scenario step
+    step=$(last_step "$log")
+    [ -z "$step" ] || printf '    %s: %s\n' "$name" "$step"
+    for lane in "${log%.log}"-lane-*.log; do
+        [ -f "$lane" ] || continue
+        scenario=$(grep -oE '^INFO +\[[A-Za-z0-9_]+ > [a-z_]+\]' "$lane" 2>/dev/null | tail -n 1 | sed -E 's/^INFO +//' || true)
+        printf '      %s %s: %s\n' "$(basename "$lane" .log)" "$scenario" "$(last_step "$lane")"
+    done
+}
+
 forget() {
     local pid=$1 kept=() p
     for p in "${RUNNING[@]}"; do
@@ -132,6 +152,9 @@ while [ "${#RUNNING[@]}" -gt 0 ]; do
             busy+=("${NAME_OF[$pid]} ($((SECONDS - START_OF[$pid])) s, $(wc -l <"${LOG_OF[${NAME_OF[$pid]}]}") log lines)")
         done
         say "still running: ${busy[*]}"
+        for pid in "${RUNNING[@]}"; do
+            progress "${NAME_OF[$pid]}"
+        done
         continue
     fi
     [ -z "$TIMER" ] || { kill "$TIMER" 2>/dev/null; wait "$TIMER" 2>/dev/null; } || true
