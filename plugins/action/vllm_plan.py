@@ -45,14 +45,22 @@ HOST_VARS = (
 
 
 def _plain(value):
-    """Deep-copy templated Ansible containers into plain dict/list/str."""
+    """Deep-copy templated Ansible values into exact dict/list/str/int/float.
+
+    ansible-core 2.19 hands templated values over as tagged subclasses of str, int and
+    float; YAML's safe dumper (the alert rules) and pydantic's strict types refuse them.
+    """
     if isinstance(value, Mapping):
-        return {to_text(k): _plain(v) for k, v in value.items()}
+        return {str(to_text(k)): _plain(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [_plain(v) for v in value]
-    if isinstance(value, (bool, int, float)) or value is None:
+    if isinstance(value, bool) or value is None:
         return value
-    return to_text(value)
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float):
+        return float(value)
+    return str(to_text(value))
 
 
 class ActionModule(ActionBase):

@@ -183,7 +183,9 @@ def alert_thresholds(given: Optional[Mapping[str, Any]] = None) -> dict[str, Any
                     or math.isnan(value):
                 raise InventoryError(where, value=value, expected=f"a fraction in (0, 1] ({meaning})",
                                      fix=f"set {key} to e.g. {default} (0.9 = 90 %)")
-        out[key] = value
+        # exact types: Ansible hands templated values over as tagged subclasses, which the
+        # rules' YAML dumper refuses
+        out[key] = str(value) if kind == "duration" else int(value) if isinstance(value, int) else float(value)
     return out
 
 

@@ -674,3 +674,21 @@ def test_render_playbook_takes_thresholds_from_the_inventory(tmp_path):
     bad = run_render(inventory, tmp_path / "bad", "-e", json.dumps({"vllm_monitoring_alerts": {"down_for": "soon"}}))
     assert bad.returncode != 0 and "vllm_monitoring_alerts.down_for" in bad.stdout, bad.stdout
     assert not (tmp_path / "bad").exists()
+
+
+def test_plan_action_hands_plain_values_to_the_rules_dumper():
+    # ansible-core 2.19 templates role vars into tagged str/int subclasses; the rules' YAML dumper
+    # refused them ("cannot represent an object: '10s'") when a role passed vllm_monitoring_alerts.
+    from ansible._internal._datatag._tags import Origin
+    from ansible_collections.vllm_fleet.recipes.plugins.action.vllm_plan import _plain
+
+    tag = Origin(description="role vars").tag
+    given = {tag("down_for"): tag("10s"), tag("waiting_requests"): tag(3), "x": [tag(0.5), True, None]}
+    plain = _plain(given)
+    assert plain == {"down_for": "10s", "waiting_requests": 3, "x": [0.5, True, None]}
+    assert [type(v) for v in (*plain, plain["down_for"], plain["waiting_requests"], plain["x"][0])] == \
+        [str, str, str, str, int, float]
+    assert "for: 10s" in M.alert_rules_text({k: plain[k] for k in ("down_for", "waiting_requests")})
+    # the filter plugin gets the tagged values directly (role vars): the core makes them plain
+    assert "for: 10s" in M.alert_rules_text({"down_for": tag("10s"), "waiting_requests": tag(3),
+                                             "kv_cache_usage": tag(0.8)})
