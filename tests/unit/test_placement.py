@@ -560,8 +560,6 @@ def test_facts_supply_address_and_interface(corpus):
     assert procs["vllm-dep-rank1"].env["GLOO_SOCKET_IFNAME"] == "bond0"
 
 
-
-
 def test_pd_engines_sharing_a_host_get_disjoint_side_channel_ranges():
     # two local DP ranks bind base and base + 1: the recipe's 5557 (prefill) and 5558 (decode) overlap
     deployment = dict(SEED, strategy="pd_cluster", advanced_args=["--data-parallel-size", "2"])
