@@ -1567,23 +1567,24 @@ def _separate_side_channels(fleet: FleetPlan) -> None:
     parameters, nothing else names it). A value set in ``extra_env`` is kept,
     and a clash with it is reported by the port check.
     """
-    by_host: dict[str, list[Process]] = {}
+    # host -> (process, its side-channel ports, whether extra_env sets the base)
+    by_host: dict[str, list[tuple[Process, list[int], bool]]] = {}
+    taken_by_host: dict[str, set[int]] = {}
     for plan in fleet.deployments:
+        user_set = "VLLM_NIXL_SIDE_CHANNEL_PORT" in plan.spec.extra_env
         for proc in plan.processes:
-            by_host.setdefault(proc.host, []).append(proc)
-    for procs in by_host.values():
-        taken = {port.number for proc in procs for port in proc.ports if port.purpose != NIXL_SIDE_CHANNEL}
-        nixl = [proc for proc in procs if any(port.purpose == NIXL_SIDE_CHANNEL for port in proc.ports)]
-        nixl.sort(key=lambda p: (p.deployment, min(port.number for port in p.ports
-                                                   if port.purpose == NIXL_SIDE_CHANNEL), p.unit))
-        for proc in nixl:
+            taken = taken_by_host.setdefault(proc.host, set())
             numbers = [port.number for port in proc.ports if port.purpose == NIXL_SIDE_CHANNEL]
-            base = int(proc.env["VLLM_NIXL_SIDE_CHANNEL_PORT"])
-            user_set = proc.env_keys.get("VLLM_NIXL_SIDE_CHANNEL_PORT", "").endswith(
-                ".extra_env.VLLM_NIXL_SIDE_CHANNEL_PORT")
+            taken.update(port.number for port in proc.ports if port.purpose != NIXL_SIDE_CHANNEL)
+            if numbers:
+                by_host.setdefault(proc.host, []).append((proc, numbers, user_set))
+    for host, engines in by_host.items():
+        taken = taken_by_host[host]
+        for proc, numbers, user_set in sorted(engines, key=lambda e: (e[0].deployment, min(e[1]), e[0].unit)):
             if user_set or taken.isdisjoint(numbers):
                 taken.update(numbers)
                 continue
+            base = int(proc.env["VLLM_NIXL_SIDE_CHANNEL_PORT"])
             offsets = [number - base for number in numbers]
             moved = base
             while any(moved + offset in taken for offset in offsets):
