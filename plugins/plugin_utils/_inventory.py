@@ -250,6 +250,19 @@ def check_deployment_strings(spec: "DeploymentSpec", where: str) -> None:
         raise InventoryError(f"{where}.weights.revision", value=revision,
                              expected="a branch, tag or commit of letters, digits and '._/-' "
                                       "without '..'", fix=f"correct {where}.weights.revision")
+    source = spec.weights.source
+    if spec.weights.mode == "import":
+        if source is None:
+            raise InventoryError(f"{where}.weights.source", value=None,
+                                 expected="the absolute path, on the origin host, of the pre-staged "
+                                          "model directory or tar archive (weights.mode: import)",
+                                 fix=f"set {where}.weights.source, e.g. /srv/models/Qwen3-0.6B")
+        U.check_path(f"{where}.weights.source", source)
+    elif source is not None:
+        raise InventoryError(f"{where}.weights.source", value=source,
+                             expected="no source unless weights.mode is import "
+                                      f"(mode is {spec.weights.mode})",
+                             fix=f"set {where}.weights.mode: import, or remove weights.source")
     endpoint = spec.weights.endpoint
     if endpoint is not None:
         U.check_env_value(f"{where}.weights.endpoint", endpoint)
@@ -321,8 +334,12 @@ class WeightsSpec(_Strict):
     cache_dir: str = "/root/.cache/huggingface"
     #: ``download``: fetched before start (serving runs with ``HF_HUB_OFFLINE=1``);
     #: ``shared_fs``: already present on a shared filesystem (also offline);
-    #: ``container``: vLLM downloads at start (the token is then passed to the container).
-    mode: Literal["download", "shared_fs", "container"] = "download"
+    #: ``container``: vLLM downloads at start (the token is then passed to the container);
+    #: ``import``: pre-staged files (``source``, a directory or tar archive on the origin host)
+    #: are laid out as an HF cache snapshot there, then copied like a download (offline sites).
+    mode: Literal["download", "shared_fs", "container", "import"] = "download"
+    #: ``import`` only: absolute path, on the origin host, of the pre-staged directory or archive.
+    source: Optional[str] = None
     revision: Optional[str] = None
     endpoint: Optional[str] = None
     token: Optional[SecretStr] = None

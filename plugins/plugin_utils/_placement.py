@@ -760,7 +760,7 @@ class _DeploymentPlacer:
             node_env["NCCL_IB_HCA"] = hspec.ib_hca
         if self.vendor == "cpu":
             node_env.update(self.spec.cpu.env())
-        if self.spec.weights.mode in ("download", "shared_fs"):
+        if self.spec.weights.mode in ("download", "shared_fs", "import"):
             node_env["HF_HUB_OFFLINE"] = "1"
         if self.spec.weights.endpoint and self.spec.weights.mode == "container":
             node_env["HF_ENDPOINT"] = self.spec.weights.endpoint
@@ -1839,6 +1839,7 @@ def plan_to_dict(fleet: FleetPlan) -> dict[str, Any]:
             "weights": {
                 "cache_dir": spec.weights.cache_dir,
                 "mode": spec.weights.mode,
+                "source": spec.weights.source,
                 "revision": spec.weights.revision,
                 "endpoint": spec.weights.endpoint,
                 "token_set": spec.weights.token is not None,

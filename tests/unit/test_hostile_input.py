@@ -175,6 +175,20 @@ def test_weights_cache_dir(value):
 
 
 @SETTINGS
+@given(VALUES.map(lambda v: "/srv/models/" + v))
+def test_weights_import_source(value):
+    """weights.source becomes a module argument on the origin: a plain absolute path, or refused."""
+    def check(files: dict[str, str]) -> None:
+        parts = value.split("/")
+        assert value.startswith("/") and ".." not in parts and "." not in parts
+        assert not any(ord(ch) < 32 or ord(ch) == 127 for ch in value)
+        assert any(path.endswith(".service") for path in files)
+
+    refused_or(value, "vllm_deployment.weights.source",
+               lambda: render_with({"weights": {"mode": "import", "source": value}}), check)
+
+
+@SETTINGS
 @given(VALUES | st.sampled_from(["-v", "--privileged", "a:b c", "reg:5000/x/y:tag", "x@sha256:" + "a" * 64]))
 def test_image(value):
     def check(files: dict[str, str]) -> None:

@@ -3,17 +3,22 @@
 # Fetch one Hugging Face repository at one revision into an HF cache, resumably, and write a
 # marker when it is complete. Progress goes to STATUS (JSON, rewritten every few seconds).
 #
-#   hf-fetch ENV_FILE HF_BIN REPO REVISION CACHE_DIR MARKER STATUS [MAX_WORKERS]
+#   hf-fetch ENV_FILE HF_BIN REPO REVISION CACHE_DIR MARKER STATUS [MAX_WORKERS [FILE...]]
+#
+# The marker records the Hub's tree listing (sizes, sha256 of LFS files, git blob ids; from
+# vllm-fleet-hf-manifest.py beside this script) for vllm_weights_verify. With FILEs (a repair after a failed
+# verification) only those files are fetched again, over whatever is there; the marker is kept.
 #
 # ENV_FILE (mode 0600) holds HF_TOKEN / HF_ENDPOINT / HF_HUB_* settings: the token never
 # appears on a command line. Finished files are skipped by `hf download`; partial ones resume.
 set -Eeuo pipefail
 
 if [ "$#" -lt 7 ]; then
-    echo "usage: $0 ENV_FILE HF_BIN REPO REVISION CACHE_DIR MARKER STATUS [MAX_WORKERS]" >&2
+    echo "usage: $0 ENV_FILE HF_BIN REPO REVISION CACHE_DIR MARKER STATUS [MAX_WORKERS [FILE...]]" >&2
     exit 2
 fi
 env_file=$1 hf=$2 repo=$3 revision=$4 cache=$5 marker=$6 status=$7 workers=${8:-8}
+only=("${@:9}")
 
 # Read KEY=value lines without evaluating them (the docker --env-file rules): the file is
 # never sourced, so nothing in a value ($(...), backticks, quotes) runs.
@@ -52,6 +57,17 @@ trap on_exit EXIT
 
 mkdir -p "$cache/hub" "$(dirname "$marker")"
 write_status
+if [ "${#only[@]}" -gt 0 ]; then
+    if ! "$hf" download "$repo" "${only[@]}" --revision "$revision" --cache-dir "$cache/hub" \
+        --force-download --quiet >"$log" 2>&1; then
+        echo "hf download $repo ${only[*]} --revision $revision failed; last lines of $log:" >&2
+        tail -n 20 "$log" >&2
+        exit 1
+    fi
+    state="done"
+    write_status
+    exit 0
+fi
 "$hf" download "$repo" --revision "$revision" --cache-dir "$cache/hub" --max-workers "$workers" --quiet >"$log" 2>&1 &
 pid=$!
 while kill -0 "$pid" 2>/dev/null; do
@@ -70,8 +86,15 @@ if [ -z "$snapshot" ] || [ ! -d "$snapshot" ]; then
 fi
 bytes=$(find -L "$snapshot" -type f -printf '%s\n' | awk '{ total += $1 } END { print total + 0 }')
 files=$(find -L "$snapshot" -type f | wc -l)
-printf '{"repo": "%s", "revision": "%s", "commit": "%s", "snapshot": "%s", "files": %s, "bytes": %s, "finished_at": %s}\n' \
-    "$repo" "$revision" "$(basename "$snapshot")" "$snapshot" "$files" "$bytes" "$(date +%s)" >"$marker.tmp"
+commit=$(basename "$snapshot")
+# The Hub's manifest of the revision, for vllm_weights_verify; null (verification then uses the
+# cache's blob names, which are the Hub's ids too) when the listing cannot be had.
+if ! tree=$("$(dirname "$hf")/python" "$(dirname "$0")/vllm-fleet-hf-manifest.py" "$repo" "$commit" 2>"$log.manifest"); then
+    echo "the Hub's file listing of $repo@$commit is not available (see $log.manifest); verifying by blob names" >&2
+    tree=null
+fi
+printf '{"repo": "%s", "revision": "%s", "commit": "%s", "snapshot": "%s", "files": %s, "bytes": %s, "finished_at": %s, "tree": %s}\n' \
+    "$repo" "$revision" "$commit" "$snapshot" "$files" "$bytes" "$(date +%s)" "${tree:-null}" >"$marker.tmp"
 mv -f "$marker.tmp" "$marker"
 state="done"
 write_status
