@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -332,6 +333,31 @@ def test_variable_tiers(role):
             loop_var = (task.get("loop_control") or {}).get("loop_var")
             if loop_var:
                 assert loop_var.startswith(f"__{role}_"), f"{path}: loop_var {loop_var}"
+
+
+@pytest.mark.parametrize("role", CONVENTION_ROLES + ("_common",))
+def test_internal_variables_used_are_defined(role):
+    """Every _<role>_* a role's tasks, vars or templates use is a key of its vars/main.yml.
+
+    An internal variable that is used but not defined fails only when a play reaches it
+    (a weights preflight task once did, on every scenario); this finds it at once.
+    """
+    prefix = "_common_" if role == "_common" else f"_{role}_"
+    defined = set(_yaml(ROLES / role / "vars" / "main.yml") or {})
+    for _path, tasks in _tasks(role):  # task-level vars (and include_tasks/include_role vars)
+        for task in _walk(tasks):
+            defined.update(task.get("vars") or {})
+    specs = (_yaml(ROLES / role / "meta" / "argument_specs.yml") or {}).get("argument_specs") or {}
+    for entry in specs.values():  # role parameters (_common's entry points take them)
+        defined.update(entry.get("options") or {})
+    used: dict[str, str] = {}
+    for path in sorted((ROLES / role).rglob("*")):
+        if path.suffix not in (".yml", ".yaml", ".j2") or not path.is_file():
+            continue
+        for name in re.findall(r"(?<![A-Za-z0-9_])" + re.escape(prefix) + r"[a-z0-9_]+", path.read_text()):
+            used.setdefault(name, str(path.relative_to(ROLES)))
+    missing = {name: where for name, where in used.items() if name not in defined}
+    assert missing == {}, missing
 
 
 def test_common_role_tiers():
