@@ -142,11 +142,15 @@ def test_import_lays_out_an_hf_cache_that_verifies(tmp_path):
     assert W.blob_name_manifest(str(snapshot)).keys() == manifest.keys()
 
 
+def _import_params(tmp_path: Path) -> dict:
+    """vllm_weights_import's parameters for the pre-staged model of _prestaged, at main."""
+    return {"source": str(_prestaged(tmp_path)), "cache_dir": str(tmp_path / "cache"), "repo": "org/model",
+            "revision": "main", "marker": str(tmp_path / "cache" / ".vllm-fleet" / "m.json"), "only": []}
+
+
 def test_the_import_module_pins_a_commit_or_writes_the_branch_ref(tmp_path):
-    source = _prestaged(tmp_path)
-    marker = tmp_path / "cache" / ".vllm-fleet" / "m.json"
-    params = {"source": str(source), "cache_dir": str(tmp_path / "cache"), "repo": "org/model",
-              "revision": "main", "marker": str(marker), "only": []}
+    params = _import_params(tmp_path)
+    marker = Path(params["marker"])
     result = IMPORT.run_import(params)
     refs = tmp_path / "cache" / "hub" / "models--org--model" / "refs" / "main"
     assert refs.read_text() == result["commit"]
@@ -159,10 +163,8 @@ def test_the_import_module_pins_a_commit_or_writes_the_branch_ref(tmp_path):
 
 
 def test_a_repair_reimports_only_the_bad_file(tmp_path):
-    source = _prestaged(tmp_path)
-    marker = tmp_path / "cache" / ".vllm-fleet" / "m.json"
-    params = {"source": str(source), "cache_dir": str(tmp_path / "cache"), "repo": "org/model",
-              "revision": "main", "marker": str(marker), "only": []}
+    params = _import_params(tmp_path)
+    marker = Path(params["marker"])
     first = IMPORT.run_import(params)
     snapshot = Path(first["snapshot"])
     config_blob = os.path.realpath(snapshot / "config.json")
