@@ -11,12 +11,15 @@
   and the bundled dependencies unpacked by ``make collections``.
 
 * Provides ``shared_dir`` (fixture) / ``find_shared_dir()`` for the read-only
-  upstream corpus that lives beside the checkout in ``../shared``.
+  upstream corpus that lives beside the checkout in ``../shared``, and ``hub`` (fixture):
+  the URL of a Hub stand-in (tests/infra/hub_standin.py) on a free local port.
 """
 
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
 import sys
 from pathlib import Path
 
@@ -76,3 +79,15 @@ def shared_dir() -> Path:
     if found is None:
         pytest.skip(SHARED_MISSING_REASON)
     return found
+
+
+@pytest.fixture(name="hub")
+def _hub():
+    """A Hub stand-in on 127.0.0.1 (a free port) for the fetch script and hf; its base URL."""
+    proc = subprocess.Popen([sys.executable, str(REPO_ROOT / "tests" / "infra" / "hub_standin.py"),  # pylint: disable=consider-using-with
+                             "--host", "127.0.0.1", "--port", "0"],
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    url = proc.stdout.readline().split("listening on ", 1)[1].split()[0]
+    yield url
+    proc.send_signal(signal.SIGTERM)
+    proc.wait(timeout=10)

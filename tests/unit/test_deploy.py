@@ -14,7 +14,6 @@ import json
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -37,7 +36,6 @@ CONVENTION_ROLES = DEPLOY_ROLES + ("monitoring",)
 EXAMPLES = REPO / "playbooks" / "examples"
 BIN = Path(sys.executable).parent
 FETCH = ROLES / "weights" / "files" / "vllm-fleet-hf-fetch.sh"
-HUB = REPO / "tests" / "infra" / "hub_standin.py"
 PLAN_INPUTS = {"vllm_fleet_plan", "vllm_plan_recipe_dirs"}
 
 
@@ -159,17 +157,6 @@ def test_units_info_parses_systemctl_show():
 # --------------------------------------------------------------------------------------
 # The weights role's fetch script, against the Hub stand-in
 # --------------------------------------------------------------------------------------
-
-@pytest.fixture(name="hub")
-def _hub():
-    proc = subprocess.Popen([sys.executable, str(HUB), "--host", "127.0.0.1", "--port", "0"],  # pylint: disable=consider-using-with
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    line = proc.stdout.readline()
-    url = line.split("listening on ", 1)[1].split()[0]
-    yield url
-    proc.send_signal(signal.SIGTERM)
-    proc.wait(timeout=10)
-
 
 def _hub_call(url, path, body=None):
     data = json.dumps(body).encode() if body is not None else None

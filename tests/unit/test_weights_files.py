@@ -9,7 +9,6 @@ from __future__ import annotations
 import io
 import json
 import os
-import signal
 import subprocess
 import sys
 import tarfile
@@ -25,7 +24,6 @@ from ansible_collections.vllm_fleet.recipes.plugins.modules import vllm_weights_
 
 REPO = Path(__file__).resolve().parents[2]
 FETCH = REPO / "roles" / "weights" / "files" / "vllm-fleet-hf-fetch.sh"
-HUB = REPO / "tests" / "infra" / "hub_standin.py"
 BIN = Path(sys.executable).parent
 SHARD = "model-00001-of-00002.safetensors"
 
@@ -36,16 +34,6 @@ def _flip_byte(path: Path, offset: int = 100) -> None:
     data = bytearray(real.read_bytes())
     data[offset] ^= 0x01
     real.write_bytes(bytes(data))
-
-
-@pytest.fixture(name="hub")
-def _hub():
-    proc = subprocess.Popen([sys.executable, str(HUB), "--host", "127.0.0.1", "--port", "0"],  # pylint: disable=consider-using-with
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    url = proc.stdout.readline().split("listening on ", 1)[1].split()[0]
-    yield url
-    proc.send_signal(signal.SIGTERM)
-    proc.wait(timeout=10)
 
 
 def _fetch(tmp_path: Path, hub: str, *files: str, revision: str = "main") -> tuple:
