@@ -41,6 +41,12 @@ __all__ = [
 
 #: Path the vLLM images read the Hugging Face cache from.
 CONTAINER_HF_CACHE = "/root/.cache/huggingface"
+#: vLLM's own cache root in its images (``VLLM_CACHE_ROOT``: torch.compile artifacts).
+CONTAINER_VLLM_CACHE = "/root/.cache/vllm"
+#: Kernel caches that live outside ``VLLM_CACHE_ROOT`` by default (``/tmp``, ``~/.triton``),
+#: put under it so that one mount keeps every compiled kernel across restarts.
+COMPILE_CACHE_ENV = (("TORCHINDUCTOR_CACHE_DIR", f"{CONTAINER_VLLM_CACHE}/torchinductor"),
+                     ("TRITON_CACHE_DIR", f"{CONTAINER_VLLM_CACHE}/triton"))
 
 HARDENED_VENDORS = ("nvidia", "amd", "ascend", "cpu")
 
@@ -82,6 +88,9 @@ class ContainerSpec:
     mounts: Sequence[tuple[str, str, str]] = ()
     extra_args: Sequence[str] = ()
     docker_binary: str = "/usr/bin/docker"
+    #: Host directory mounted at CONTAINER_VLLM_CACHE (hardened profile; the env file carries
+    #: COMPILE_CACHE_ENV), None for none.
+    compile_cache_dir: Optional[str] = None
 
 
 def visible_devices_var(vendor: str) -> Optional[str]:
@@ -150,6 +159,8 @@ def hardened_engine_argv(spec: ContainerSpec) -> list[str]:
     elif spec.api_port is not None:
         argv += ["-p", f"{spec.api_port}:{spec.api_port}"]
     argv += ["-v", f"{spec.weights_dir}:{CONTAINER_HF_CACHE}"]
+    if spec.compile_cache_dir:
+        argv += ["-v", f"{spec.compile_cache_dir}:{CONTAINER_VLLM_CACHE}"]
     for host_path, container_path, options in spec.mounts:
         argv += ["-v", f"{host_path}:{container_path}" + (f":{options}" if options else "")]
     argv += ["--env-file", spec.env_file]

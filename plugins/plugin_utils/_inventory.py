@@ -72,10 +72,10 @@ IMAGE_REF_RE = re.compile(
     rf"^(?:{_DOMAIN}/)?{_PATH_COMPONENT}(?:/{_PATH_COMPONENT})*"
     r"(?::[\w][\w.-]{0,127})?"
     r"(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?$")
-#: Host directories that must never be the read-write weights mount (``-v DIR:/root/.cache/...``).
+#: Host directories that must never be a read-write cache mount (``-v DIR:/root/.cache/...``).
 _SYSTEM_DIRS = frozenset(("/", "/bin", "/boot", "/dev", "/etc", "/home", "/lib", "/lib32", "/lib64", "/opt",
                           "/proc", "/root", "/run", "/sbin", "/srv", "/sys", "/tmp", "/usr", "/var",
-                          "/var/lib", "/var/run", "/var/log"))
+                          "/var/lib", "/var/run", "/var/log", "/var/cache"))
 _SYSTEM_TREES = ("/proc/", "/sys/", "/dev/", "/run/", "/var/run/", "/etc/", "/boot/", "/usr/",
                  "/var/lib/docker", "/var/lib/containerd", "/bin/", "/sbin/", "/lib/", "/lib64/")
 _REVISION_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,254}$")
@@ -235,13 +235,17 @@ def check_deployment_strings(spec: "DeploymentSpec", where: str) -> None:
                         ("docker_binary", spec.docker_binary), ("weights.cache_dir", spec.weights.cache_dir),
                         ("router.venv", spec.router.venv), ("mooncake.venv", spec.mooncake.venv)):
         U.check_path(f"{where}.{attr}", value)
-    cache = spec.weights.cache_dir
-    if cache in _SYSTEM_DIRS or cache.startswith(_SYSTEM_TREES):
-        raise InventoryError(f"{where}.weights.cache_dir", value=cache,
-                             expected="a directory of its own: it is mounted read-write into the "
-                                      "container (a system directory or the docker socket's would "
-                                      "hand the container the host)",
-                             fix="use a dedicated directory such as /data/huggingface")
+    for attr, cache, example in (("weights.cache_dir", spec.weights.cache_dir, "/data/huggingface"),
+                                 ("compile_cache_dir", spec.compile_cache_dir, "/var/cache/vllm-fleet/compile")):
+        if cache is None:
+            continue
+        U.check_path(f"{where}.{attr}", cache)
+        if cache in _SYSTEM_DIRS or cache.startswith(_SYSTEM_TREES):
+            raise InventoryError(f"{where}.{attr}", value=cache,
+                                 expected="a directory of its own: it is mounted read-write into the "
+                                          "container (a system directory or the docker socket's would "
+                                          "hand the container the host)",
+                                 fix=f"use a dedicated directory such as {example}")
     for attr, image in (("image", spec.image), ("router.image", spec.router.image)):
         if image is not None:
             check_image(f"{where}.{attr}", image)
@@ -452,6 +456,9 @@ class DeploymentSpec(_Strict):
     placeholders: dict[str, str] = {}
     config_dir: str = "/etc/vllm-fleet"
     unit_dir: str = "/etc/systemd/system"
+    #: Host directory under which each engine container keeps its compile caches (vLLM's
+    #: torch.compile cache, inductor's and Triton's kernels) across restarts; null: none.
+    compile_cache_dir: Optional[str] = "/var/cache/vllm-fleet/compile"
     docker_binary: str = "/usr/bin/docker"
     #: JSON file of pinned resolutions (as written to plan.json) used instead of the engine.
     resolution_file: Optional[str] = None
@@ -489,9 +496,11 @@ class DeploymentSpec(_Strict):
                 raise ValueError(f"{key!r}: placeholder names are upper case without '$', e.g. IB_IF")
         return value
 
-    @field_validator("config_dir", "unit_dir", "docker_binary")
+    @field_validator("config_dir", "unit_dir", "docker_binary", "compile_cache_dir")
     @classmethod
-    def _abs(cls, value: str) -> str:
+    def _abs(cls, value: Optional[str]) -> Optional[str]:
+        if value is None:
+            return value
         if not value.startswith("/"):
             raise ValueError("must be an absolute path")
         return value.rstrip("/") or "/"

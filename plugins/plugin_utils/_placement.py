@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
 
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._container import (
+    COMPILE_CACHE_ENV,
     HARDENED_VENDORS,
     ContainerSpec,
     engine_docker_argv,
@@ -211,6 +212,8 @@ class Process:
     env_file: str = ""
     #: 0600 file with the secret env (``KEY=value`` lines), mounted into the container.
     secret_file: str = ""
+    #: Host directory of this engine container's compile caches ("" for none).
+    compile_cache: str = ""
     start_order: int = ORDER_HEAD
     health_url: Optional[str] = None
     #: Prometheus scrape URL (engine API servers, routers); None for headless ranks and the rest.
@@ -1634,12 +1637,18 @@ def _exec_argv(plan: DeploymentPlan, fleet: FleetPlan, proc: Process) -> None:
         host_gpus = tuple(range(count))
     multi = plan.deploy_type in ("multi_node",) or (
         plan.deploy_type in ("pd_cluster", "kv_store_lb") and proc.role in ("head", "worker"))
+    if spec.compile_cache_dir and spec.container_profile == "hardened":
+        proc.compile_cache = f"{spec.compile_cache_dir.rstrip('/')}/{proc.unit}"
+        for key, value in COMPILE_CACHE_ENV:  # the operator's extra_env wins
+            if key not in proc.env:
+                proc.env[key] = value
+                proc.env_keys[key] = f"vllm_deployment[{plan.name}].compile_cache_dir"
     container = ContainerSpec(
         name=proc.unit, image=proc.image or "", vendor=plan.vendor, program_argv=proc.argv,
         env_file=proc.env_file, weights_dir=spec.weights.cache_dir, network_host=proc.network_host,
         api_port=proc.api_port, gpus=proc.gpus, host_gpus=host_gpus, gpu_runtime=spec.gpu_runtime,
         rdma=spec.rdma, multi_node=multi, mounts=proc.mounts, extra_args=spec.container_args,
-        docker_binary=spec.docker_binary)
+        docker_binary=spec.docker_binary, compile_cache_dir=proc.compile_cache or None)
     if not proc.image:
         raise PlacementError(f"vllm_deployment[{plan.name}].image", has_value=False,
                              expected="a container image (the recipe gives none for this hardware)",
@@ -1731,6 +1740,7 @@ def process_to_dict(proc: Process) -> dict[str, Any]:
         "secret_env_keys": sorted(proc.secret_env),
         "env_file": proc.env_file,
         "secret_file": proc.secret_file or None,
+        "compile_cache": proc.compile_cache or None,
         "ports": [{"port": p.number, "purpose": p.purpose} for p in proc.ports],
         "gpus": list(proc.gpus),
         "runtime": proc.runtime,

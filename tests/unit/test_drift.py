@@ -36,7 +36,8 @@ SERVE_ARGS = ["zai-org/GLM-5.3-Flash", "--tokenizer-mode", "glm5_next", "--tenso
               "--disable-flashinfer-autotune", "--tool-call-parser", "glm47", "--enable-auto-tool-choice",
               "--reasoning-parser", "glm47"]
 PLAN_ENV = {"VLLM_ENGINE_READY_TIMEOUT_S": "3600", "VLLM_USE_RUST_FRONTEND": "1", "HF_HUB_OFFLINE": "1",
-            "CUDA_VISIBLE_DEVICES": "0,1,2,3,4,5,6,7"}
+            "CUDA_VISIBLE_DEVICES": "0,1,2,3,4,5,6,7", "TORCHINDUCTOR_CACHE_DIR": "/root/.cache/vllm/torchinductor",
+            "TRITON_CACHE_DIR": "/root/.cache/vllm/triton"}
 IMAGE_ENV = ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "STANDIN_VERSION=v1",
              "STANDIN_RECORD_DIR=/var/lib/vllm-standin", "PYTHONUNBUFFERED=1"]
 STATE_RUNNING = {"Status": "running", "Running": True, "Paused": False, "Restarting": False, "OOMKilled": False,

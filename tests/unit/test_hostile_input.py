@@ -175,6 +175,17 @@ def test_weights_cache_dir(value):
 
 
 @SETTINGS
+@given(VALUES.map(lambda v: "/data/" + v))
+def test_compile_cache_dir(value):
+    def check(files: dict[str, str]) -> None:
+        argv = readers.exec_argv(one(files, ".service"))
+        assert f"{value.rstrip('/')}/vllm-g:/root/.cache/vllm" in argv
+
+    refused_or(value, "vllm_deployment.compile_cache_dir",
+               lambda: render_with({"compile_cache_dir": value}), check)
+
+
+@SETTINGS
 @given(VALUES.map(lambda v: "/srv/models/" + v))
 def test_weights_import_source(value):
     """weights.source becomes a module argument on the origin: a plain absolute path, or refused."""
@@ -315,7 +326,7 @@ DEPLOYMENT_KEYS = ["name", "group", "recipe", "variant", "hardware", "strategy",
                    "frontend", "kv_offload", "kv_instances", "node_count", "replicas", "advanced_args", "pd",
                    "ports", "image", "container_profile", "gpu_runtime", "rdma", "container_args", "weights",
                    "router", "mooncake", "unit", "api_key", "extra_env", "placeholders", "config_dir",
-                   "unit_dir", "docker_binary", "resolution_file"]
+                   "unit_dir", "compile_cache_dir", "docker_binary", "resolution_file"]
 HOST_KEYS = ["ansible_host", "vllm_fabric_address", "vllm_fabric_interface", "vllm_pd_role", "vllm_node_rank",
              "vllm_gpu_count", "vllm_gpus", "vllm_deployment_gpus", "vllm_rdma_devices", "vllm_ib_hca",
              "vllm_mooncake_role", "vllm_mooncake_device", "vllm_placeholders"]

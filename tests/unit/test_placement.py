@@ -422,6 +422,48 @@ def test_two_deployments_share_a_host_with_distinct_gpus_and_ports(corpus):
     assert "VLLM_PORT" not in a.env  # bridge networking isolates internal ports
 
 
+def test_compile_cache_is_one_mount_per_engine_and_the_operator_env_wins(corpus):
+    engine = engine_for(corpus, hf_id="LiquidAI/LFM2.5-1.2B-Base", strategy="single_node_tp",
+                        hardware="h200", features=[], kv_offload=None)
+    base = {"recipe": "lfm", "strategy": "single_node_tp", "hardware": "h200"}
+    (proc,) = by_unit(place(engine, base, ["a"])).values()
+    argv = proc.exec_argv
+    mounts = [argv[i + 1] for i, token in enumerate(argv) if token == "-v"]
+    assert mounts == ["/root/.cache/huggingface:/root/.cache/huggingface",
+                      "/var/cache/vllm-fleet/compile/vllm-dep:/root/.cache/vllm"]
+    assert proc.compile_cache == "/var/cache/vllm-fleet/compile/vllm-dep"
+    assert proc.env["TORCHINDUCTOR_CACHE_DIR"] == "/root/.cache/vllm/torchinductor"
+    assert proc.env["TRITON_CACHE_DIR"] == "/root/.cache/vllm/triton"
+    assert "-e" not in argv  # env only through the file
+    assert P.process_to_dict(proc)["compile_cache"] == proc.compile_cache
+
+    (own,) = by_unit(place(engine, dict(base, compile_cache_dir="/data/kernels/",
+                                        extra_env={"TRITON_CACHE_DIR": "/scratch/triton"}), ["a"])).values()
+    assert "/data/kernels/vllm-dep:/root/.cache/vllm" in own.exec_argv
+    assert own.env["TRITON_CACHE_DIR"] == "/scratch/triton"
+
+    for off in ({"compile_cache_dir": None}, {"container_profile": "upstream"}):
+        (plain,) = by_unit(place(engine, dict(base, **off), ["a"])).values()
+        assert plain.compile_cache == "" and "TORCHINDUCTOR_CACHE_DIR" not in plain.env
+        assert not any(token.endswith(":/root/.cache/vllm") for token in plain.exec_argv)
+
+
+@pytest.mark.parametrize("value, expected", [
+    ("/etc/vllm-cache", "a directory of its own"),
+    ("/var/cache", "a directory of its own"),
+    ("/var/lib/docker/x", "a directory of its own"),
+    ("kernels", "expected an absolute path"),
+    ("/data/../etc", "without '.' or '..' components"),
+])
+def test_compile_cache_dir_refuses_system_and_relative_paths(corpus, value, expected):
+    engine = engine_for(corpus, hf_id="LiquidAI/LFM2.5-1.2B-Base", strategy="single_node_tp",
+                        hardware="h200", features=[], kv_offload=None)
+    with pytest.raises(Exception, match="compile_cache_dir") as raised:
+        place(engine, {"recipe": "lfm", "strategy": "single_node_tp", "hardware": "h200",
+                       "compile_cache_dir": value}, ["a"])
+    assert expected in str(raised.value)
+
+
 def test_gpu_runtime_none_drops_device_flags(corpus):
     engine = engine_for(corpus, hf_id="LiquidAI/LFM2.5-1.2B-Base", strategy="single_node_tp",
                         hardware="h200", features=[], kv_offload=None)
