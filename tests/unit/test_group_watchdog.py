@@ -84,7 +84,9 @@ def test_restarts_the_rank_once_per_head_outage_and_never_during_a_load(tmp_path
                              "--interval", "0.1", "--grace", "0.5", "--state-file", str(state)],
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
-        # a long model load: the head was never healthy, so nothing happens
+        # a long model load: the head was never healthy, so nothing happens (the state file
+        # appears with the first poll; a loaded machine may take seconds to start Python)
+        assert wait_for(state.exists, timeout=60)
         time.sleep(1.5)
         assert restarts(calls) == []
         assert json.loads(state.read_text())["armed"] is False
@@ -116,10 +118,10 @@ def test_a_short_blip_inside_the_grace_period_restarts_nothing(tmp_path, head):
     env = dict(os.environ, PATH=f"{tmp_path / 'bin'}:{os.environ['PATH']}")
     head.healthy = True
     proc = subprocess.Popen([sys.executable, str(WATCHDOG), "--unit", "u.service", "--head-url", head.url,
-                             "--interval", "0.1", "--grace", "2", "--state-file", str(state)],
+                             "--interval", "0.1", "--grace", "5", "--state-file", str(state)],
                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        assert wait_for(lambda: state.exists() and json.loads(state.read_text())["armed"] is True)
+        assert wait_for(lambda: state.exists() and json.loads(state.read_text())["armed"] is True, timeout=60)
         head.healthy = False
         time.sleep(0.8)
         head.healthy = True
