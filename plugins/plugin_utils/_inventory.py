@@ -232,9 +232,10 @@ def check_deployment_strings(spec: "DeploymentSpec", where: str) -> None:
     _check_args(f"{where}.advanced_args", spec.advanced_args, docker=False)
     _check_args(f"{where}.container_args", spec.container_args, docker=True)
     for attr, value in (("config_dir", spec.config_dir), ("unit_dir", spec.unit_dir),
-                        ("docker_binary", spec.docker_binary), ("weights.cache_dir", spec.weights.cache_dir),
+                        ("docker_binary", spec.docker_binary),
                         ("router.venv", spec.router.venv), ("mooncake.venv", spec.mooncake.venv)):
         U.check_path(f"{where}.{attr}", value)
+    # The two host directories mounted read-write into the engine containers.
     for attr, cache, example in (("weights.cache_dir", spec.weights.cache_dir, "/data/huggingface"),
                                  ("compile_cache_dir", spec.compile_cache_dir, "/var/cache/vllm-fleet/compile")):
         if cache is None:
