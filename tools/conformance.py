@@ -49,11 +49,9 @@ from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._docker import 
     docker_meta,
     docker_processes,
 )
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._documents import read_document  # noqa: E402
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._engine import resolve  # noqa: E402
-from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._loader import (  # noqa: E402
-    load_recipe,
-    read_document,
-)
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._loader import load_recipe  # noqa: E402
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._selection import (  # noqa: E402
     published_hardware,
     published_renderings,

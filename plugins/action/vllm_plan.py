@@ -18,6 +18,7 @@ from ansible.module_utils.common.text.converters import to_native, to_text
 from ansible.plugins.action import ActionBase
 
 try:
+    from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._catalog import load_catalog
     from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._errors import RecipeError
     from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._placement import (
         build_plan,
@@ -128,7 +129,6 @@ class ActionModule(ActionBase):
         catalog = None
         try:
             if args.get("catalog_dir"):
-                from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._catalog import load_catalog
                 catalog = load_catalog(os.path.join(base_dir, to_text(args["catalog_dir"])))
             factory = engine_factory(catalog=catalog, recipe_dirs=recipe_dirs, base_dir=base_dir,
                                      cache_dir=to_text(args["cache_dir"]) if args.get("cache_dir") else None)

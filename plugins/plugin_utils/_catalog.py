@@ -19,30 +19,46 @@ Our own catalog lives in ``recipes/catalog/`` of this collection::
     vocabulary.yaml     tasks, strategies (canonical strategy order)
     strategies/*.yaml   serving strategies
     kv_store/*.yaml     Mooncake KV-store deployments
+
+The strategy and taxonomy documents of an upstream-like tree are read here
+too (:func:`load_strategies`, :func:`load_taxonomy`, :func:`load_upstream_tree`).
 """
 
 from __future__ import annotations
 
 import functools
+import os
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._documents import (
+    PathLike,
+    read_document,
+    require_mapping,
+)
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._errors import (
     RecipeLoadError,
     SchemaError,
     SelectionError,
 )
-from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._loader import (
-    PathLike,
-    is_kv_store,
-    load_strategies,
-    load_upstream_tree,
-    read_document,
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._schema import (
+    KV_STORE_DEPLOY_TYPE,
+    validate_strategy,
+    validate_taxonomy,
 )
-from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._schema import validate_taxonomy
 
-__all__ = ["Catalog", "DEFAULT_CATALOG_DIR", "load_catalog", "load_upstream_catalog"]
+__all__ = [
+    "Catalog",
+    "DEFAULT_CATALOG_DIR",
+    "is_kv_store",
+    "load_catalog",
+    "load_strategies",
+    "load_taxonomy",
+    "load_upstream_catalog",
+    "load_upstream_tree",
+]
 
 # <collection>/plugins/plugin_utils/_catalog.py -> <collection>/recipes/catalog
 DEFAULT_CATALOG_DIR = Path(__file__).resolve().parents[2] / "recipes" / "catalog"
@@ -50,8 +66,76 @@ DEFAULT_CATALOG_DIR = Path(__file__).resolve().parents[2] / "recipes" / "catalog
 # Files merged into the taxonomy, in upstream's section order.
 _TAXONOMY_FILES = (("hardware.yaml", True), ("vocabulary.yaml", False), ("kv_offload.yaml", False))
 _SECTION_ORDER = ("hardware_profiles", "tasks", "strategies", "kv_offload_groups", "kv_offload")
+KV_STORE_PREFIX = "kv_store_"
 
 
+# --------------------------------------------------------------------------
+# Strategies and taxonomy (upstream layout)
+# --------------------------------------------------------------------------
+def _strategy_dirs(dir_or_dirs: PathLike | Iterable[PathLike]) -> list[Path]:
+    if isinstance(dir_or_dirs, (str, os.PathLike)):
+        one = Path(dir_or_dirs)
+        if (one / "strategies").is_dir():
+            return [one / "strategies", one / "kv_store"]
+        return [one]
+    return [Path(d) for d in dir_or_dirs]
+
+
+def load_strategies(dir_or_dirs: PathLike | Iterable[PathLike]) -> dict[str, dict[str, Any]]:
+    """Every ``*.yaml`` strategy document of the given directories, keyed by
+    ``name`` (serving strategies and kv_store deployments in one map).
+
+    A single directory holding a ``strategies/`` subfolder (a recipes tree)
+    is expanded to its ``strategies/`` and ``kv_store/``. Directories are read in the order given, files in
+    name order; a directory that does not exist is an error.
+    """
+    out: dict[str, dict[str, Any]] = {}
+    origins: dict[str, str] = {}
+    for directory in _strategy_dirs(dir_or_dirs):
+        if not directory.is_dir():
+            raise RecipeLoadError(str(directory), reason="no such directory")
+        for path in sorted(directory.glob("*.yaml")):
+            doc = require_mapping(read_document(path), str(path), "a strategy")
+            validate_strategy(doc, str(path))
+            name = doc["name"]
+            if name in out:
+                raise SchemaError("name", value=name, expected="a name no other strategy file uses",
+                                  reason=f"also defined in {origins[name]}", source=str(path))
+            out[name] = doc
+            origins[name] = str(path)
+    return out
+
+
+def load_taxonomy(path: PathLike) -> dict[str, Any]:
+    """Parse and check a ``taxonomy.yaml`` document."""
+    doc = require_mapping(read_document(path), os.fspath(path), "a taxonomy")
+    return validate_taxonomy(doc, os.fspath(path))
+
+
+def is_kv_store(name: str, doc: Mapping[str, Any] | None) -> bool:
+    """Whether a strategy map entry is a kv_store deployment."""
+    if doc is not None and doc.get("deploy_type") == KV_STORE_DEPLOY_TYPE:
+        return True
+    return name.startswith(KV_STORE_PREFIX)
+
+
+def load_upstream_tree(root: PathLike) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+    """``(taxonomy, strategies)`` of an upstream-like recipes directory.
+
+    ``root`` holds ``taxonomy.yaml``, ``strategies/`` and ``kv_store/`` (or
+    is a checkout holding them under ``recipes/``).
+    """
+    base = Path(root)
+    if not (base / "taxonomy.yaml").is_file() and (base / "recipes" / "taxonomy.yaml").is_file():
+        base = base / "recipes"
+    taxonomy = load_taxonomy(base / "taxonomy.yaml")
+    strategies = load_strategies([base / "strategies", base / "kv_store"])
+    return taxonomy, strategies
+
+
+# --------------------------------------------------------------------------
+# The catalog
+# --------------------------------------------------------------------------
 def _one_of(names: Any) -> str:
     return "one of: " + ", ".join(sorted(names)) if names else "nothing (the catalog is empty)"
 

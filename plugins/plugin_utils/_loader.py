@@ -1,6 +1,6 @@
 # Copyright: (c) 2026, vllm_fleet maintainers
 # Apache License 2.0 (see LICENSE)
-"""Load model recipes, strategies and taxonomies from files, trees and URLs.
+"""Load model recipes from files, recipes trees and URLs.
 
 PRIVATE to the vllm_fleet.recipes collection: not a public API, may change
 without notice. Other collections must not import it.
@@ -8,7 +8,8 @@ without notice. Other collections must not import it.
 Every loader returns plain dicts exactly as YAML/JSON parsing produced them
 (types and key order kept) after checking them with ``_schema``. Recipes are
 always handed out in SOURCE form (the ``models/<org>/<repo>.yaml`` layout);
-the published-JSON API form is converted on the way in.
+the published-JSON API form is converted on the way in. Strategies and the
+taxonomy are read by ``_catalog``; documents are parsed by ``_documents``.
 
 Problems raise ``RecipeLoadError`` (cannot read / parse: names the file or
 URL and why) or ``SchemaError`` (wrong shape: names the key path).
@@ -17,55 +18,55 @@ URL and why) or ``SchemaError`` (wrong shape: names the key path).
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import re
-import stat
 import urllib.error
 import urllib.parse
 import urllib.request
 import warnings
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Union
+from typing import Any
 
-import yaml
-
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._catalog import (
+    KV_STORE_PREFIX,
+    Catalog,
+    load_catalog,
+)
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._documents import (
+    MAX_DOCUMENT_BYTES,
+    PathLike,
+    parse_json,
+    parse_yaml,
+    read_capped,
+    read_document,
+    require_mapping,
+)
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._errors import (
     RecipeLoadError,
     SchemaError,
     SelectionError,
 )
-from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._selection import recommend_among
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._schema import (
-    KV_STORE_DEPLOY_TYPE,
     validate_published_recipe,
     validate_recipe,
-    validate_strategy,
-    validate_taxonomy,
 )
-
-if TYPE_CHECKING:  # pragma: no cover
-    from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._catalog import Catalog
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._selection import recommend_among
 
 __all__ = [
     "LoadedRecipe",
     "RecipeCacheWarning",
     "from_published",
-    "is_kv_store",
     "load_recipe",
     "load_recipe_from_tree",
-    "load_strategies",
-    "load_taxonomy",
-    "load_upstream_tree",
-    "read_document",
+    "load_recipe_ref",
+    # _placement reads plan.json entries with ``_loader.read_capped``; its home is _documents.
+    "read_capped",
 ]
 
-PathLike = Union[str, "os.PathLike[str]"]
 DEFAULT_TIMEOUT = 10.0
-KV_STORE_PREFIX = "kv_store_"
 # Keys only the published API carries; kept aside in LoadedRecipe.published.
 _PUBLISHED_ONLY = ("hf_id", "source", "recommended_command")
 _HF_ID = re.compile(r"^[A-Za-z0-9][\w.\-]*/[\w.\-]+$")
@@ -92,112 +93,6 @@ class LoadedRecipe:
     form: str  # "source" | "published"
     published: dict[str, Any] | None = None
     warnings: tuple[str, ...] = ()
-
-
-# --------------------------------------------------------------------------
-# YAML / JSON parsing
-# --------------------------------------------------------------------------
-# libyaml's parser when PyYAML has it (15x faster, same SafeConstructor and
-# resolver, identical results on every upstream file; tests check it).
-_BaseSafeLoader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-
-
-class _SafeLoader(_BaseSafeLoader):  # type: ignore[misc, valid-type]
-    """PyYAML's safe loader, refusing duplicate keys as js-yaml does."""
-
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
-        seen: set[Any] = set()
-        for key_node, _value_node in node.value:
-            if key_node.tag == "tag:yaml.org,2002:merge":
-                continue
-            key = self.construct_object(key_node, deep=True)
-            try:
-                duplicate = key in seen
-            except TypeError:
-                continue  # unhashable: the base class reports it
-            if duplicate:
-                raise yaml.constructor.ConstructorError(
-                    "while constructing a mapping", node.start_mark,
-                    f"found duplicate key {key!r}", key_node.start_mark,
-                )
-            seen.add(key)
-        return super().construct_mapping(node, deep=deep)
-
-
-def _parse_yaml(text: str, origin: str) -> Any:
-    try:
-        return yaml.load(text, Loader=_SafeLoader)  # noqa: S506 - safe loader subclass
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise RecipeLoadError(origin, reason=f"invalid YAML{where}: {problem}") from None
-
-
-def _parse_json(text: str, origin: str) -> Any:
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise RecipeLoadError(
-            origin, reason=f"invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}"
-        ) from None
-
-
-#: Largest recipe, catalog or resolution document read (the biggest upstream recipe is ~40 KB).
-MAX_DOCUMENT_BYTES = 8 * 1024 * 1024
-
-
-def read_capped(path: PathLike, what: str = "a file") -> bytes:
-    """The bytes of a regular file of at most :data:`MAX_DOCUMENT_BYTES`.
-
-    Devices (``/dev/zero``), FIFOs and sockets are refused before anything is read, and
-    the read stops one byte past the cap, so no input can exhaust the controller's memory.
-    """
-    fd = os.open(os.fspath(path), os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
-    try:
-        info = os.fstat(fd)
-        if stat.S_ISDIR(info.st_mode):
-            raise IsADirectoryError(os.fspath(path))
-        if not stat.S_ISREG(info.st_mode):
-            raise RecipeLoadError(os.fspath(path), reason=f"not a regular file; expected {what}")
-        with os.fdopen(os.dup(fd), "rb") as handle:
-            data = handle.read(MAX_DOCUMENT_BYTES + 1)
-    finally:
-        os.close(fd)
-    if len(data) > MAX_DOCUMENT_BYTES:
-        raise RecipeLoadError(os.fspath(path),
-                              reason=f"larger than {MAX_DOCUMENT_BYTES} bytes; expected {what}")
-    return data
-
-
-def _read_text(path: Path) -> str:
-    try:
-        return read_capped(path, "a recipe or catalog document").decode("utf-8")
-    except FileNotFoundError:
-        raise RecipeLoadError(str(path), reason="no such file") from None
-    except IsADirectoryError:
-        raise RecipeLoadError(str(path), reason="is a directory, expected a file") from None
-    except UnicodeDecodeError:
-        raise RecipeLoadError(str(path), reason="cannot read: not UTF-8 text") from None
-    except OSError as exc:
-        raise RecipeLoadError(str(path), reason=f"cannot read: {exc.strerror or type(exc).__name__}") from None
-
-
-def read_document(path: PathLike) -> Any:
-    """Parse a ``.json`` file as JSON and anything else as YAML."""
-    p = Path(path)
-    text = _read_text(p)
-    if p.suffix.lower() == ".json":
-        return _parse_json(text, str(p))
-    return _parse_yaml(text, str(p))
-
-
-def _require_mapping(doc: Any, origin: str, what: str) -> dict[str, Any]:
-    if not isinstance(doc, dict):
-        # the type only: the file may be anything the controller can read, never echo it
-        raise SchemaError("", expected=f"a mapping at the top level ({what}), got a {type(doc).__name__}",
-                          source=origin)
-    return doc
 
 
 # --------------------------------------------------------------------------
@@ -290,18 +185,16 @@ def from_published(
     return out, published
 
 
-def _catalog_order(catalog: Catalog | None) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    if catalog is None:
-        from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._catalog import load_catalog
 
-        catalog = load_catalog()
+def _catalog_order(catalog: Catalog | None) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    catalog = catalog if catalog is not None else load_catalog()
     return catalog.serving_strategy_names(), catalog.kv_store_names()
 
 
 def _from_document(
     doc: Any, origin: str, hf_id: str | None, catalog: Catalog | None, notes: Sequence[str] = ()
 ) -> LoadedRecipe:
-    doc = _require_mapping(doc, origin, "a model recipe")
+    doc = require_mapping(doc, origin, "a model recipe")
     published_form = "recommended_command" in doc or ("compatible_strategies" not in doc and "hf_id" in doc)
     if not published_form:
         if hf_id is None:
@@ -472,69 +365,5 @@ def _load_url(
     if parts.path.lower().endswith((".yaml", ".yml")):
         if hf_id is None:
             hf_id = _hf_id_from_path(Path(urllib.parse.unquote(parts.path)))
-        return _from_document(_parse_yaml(text, url), url, hf_id, catalog, notes)
-    return _from_document(_parse_json(text, url), url, hf_id, catalog, notes)
-
-
-# --------------------------------------------------------------------------
-# Strategies and taxonomy (upstream layout)
-# --------------------------------------------------------------------------
-def _strategy_dirs(dir_or_dirs: PathLike | Iterable[PathLike]) -> list[Path]:
-    if isinstance(dir_or_dirs, (str, os.PathLike)):
-        one = Path(dir_or_dirs)
-        if (one / "strategies").is_dir():
-            return [one / "strategies", one / "kv_store"]
-        return [one]
-    return [Path(d) for d in dir_or_dirs]
-
-
-def load_strategies(dir_or_dirs: PathLike | Iterable[PathLike]) -> dict[str, dict[str, Any]]:
-    """Every ``*.yaml`` strategy document of the given directories, keyed by
-    ``name`` (serving strategies and kv_store deployments in one map).
-
-    A single directory holding a ``strategies/`` subfolder (a recipes tree)
-    is expanded to its ``strategies/`` and ``kv_store/``. Directories are read in the order given, files in
-    name order; a directory that does not exist is an error.
-    """
-    out: dict[str, dict[str, Any]] = {}
-    origins: dict[str, str] = {}
-    for directory in _strategy_dirs(dir_or_dirs):
-        if not directory.is_dir():
-            raise RecipeLoadError(str(directory), reason="no such directory")
-        for path in sorted(directory.glob("*.yaml")):
-            doc = _require_mapping(read_document(path), str(path), "a strategy")
-            validate_strategy(doc, str(path))
-            name = doc["name"]
-            if name in out:
-                raise SchemaError("name", value=name, expected="a name no other strategy file uses",
-                                  reason=f"also defined in {origins[name]}", source=str(path))
-            out[name] = doc
-            origins[name] = str(path)
-    return out
-
-
-def load_taxonomy(path: PathLike) -> dict[str, Any]:
-    """Parse and check a ``taxonomy.yaml`` document."""
-    doc = _require_mapping(read_document(path), os.fspath(path), "a taxonomy")
-    return validate_taxonomy(doc, os.fspath(path))
-
-
-def is_kv_store(name: str, doc: Mapping[str, Any] | None) -> bool:
-    """Whether a strategy map entry is a kv_store deployment."""
-    if doc is not None and doc.get("deploy_type") == KV_STORE_DEPLOY_TYPE:
-        return True
-    return name.startswith(KV_STORE_PREFIX)
-
-
-def load_upstream_tree(root: PathLike) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
-    """``(taxonomy, strategies)`` of an upstream-like recipes directory.
-
-    ``root`` holds ``taxonomy.yaml``, ``strategies/`` and ``kv_store/`` (or
-    is a checkout holding them under ``recipes/``).
-    """
-    base = Path(root)
-    if not (base / "taxonomy.yaml").is_file() and (base / "recipes" / "taxonomy.yaml").is_file():
-        base = base / "recipes"
-    taxonomy = load_taxonomy(base / "taxonomy.yaml")
-    strategies = load_strategies([base / "strategies", base / "kv_store"])
-    return taxonomy, strategies
+        return _from_document(parse_yaml(text, url), url, hf_id, catalog, notes)
+    return _from_document(parse_json(text, url), url, hf_id, catalog, notes)

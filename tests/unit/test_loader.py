@@ -26,15 +26,17 @@ from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._errors import 
     SchemaError,
 )
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._selection import recommend_among  # noqa: E402
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._catalog import (  # noqa: E402
+    load_strategies,
+    load_taxonomy,
+    load_upstream_tree,
+)
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._loader import (  # noqa: E402
     LoadedRecipe,
     RecipeCacheWarning,
     from_published,
     load_recipe,
     load_recipe_from_tree,
-    load_strategies,
-    load_taxonomy,
-    load_upstream_tree,
 )
 
 REPO = Path(__file__).resolve().parents[2]

@@ -15,7 +15,7 @@ import json
 import pytest
 
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._catalog import load_upstream_catalog
-from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._loader import read_document
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._documents import read_document
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._selection import (
     pick_default_hardware,
     published_renderings,
