@@ -26,7 +26,6 @@ from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._selection impo
     Selection,
     complete_selection,
     one_of,
-    validate_selection,
 )
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._synthesis import (
     PD_ROLE_PORTS,
@@ -34,6 +33,7 @@ from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._synthesis impo
     follower_ranks,
     resolve_command,
 )
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._validation import validate_selection
 
 SERVE_PORT = 8000
 SELECTION_KEYS = tuple(Selection.__dataclass_fields__)
