@@ -5,7 +5,8 @@
 PRIVATE to the vllm_fleet.recipes collection: not a public API, may change
 without notice. Other collections must not import it.
 
-The pydantic models below describe the documents of the vLLM recipes format
+The pydantic models below (built from the value shapes of ``_schema_shapes``)
+describe the documents of the vLLM recipes format
 (model recipes, ``strategies/*.yaml``, ``kv_store/*.yaml``, ``taxonomy.yaml``
 and our own catalog, which has the same shapes). They are used ONLY to check
 documents: ``validate_*`` return the very dict they were given, untouched, so
@@ -17,14 +18,31 @@ accepted.
 
 from __future__ import annotations
 
-import datetime
-from collections.abc import Callable
-from typing import Annotated, Any, Optional
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, PlainValidator, ValidationError
-from pydantic_core import PydanticCustomError
+from pydantic import ValidationError
 
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._errors import SchemaError
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._schema_shapes import (
+    SHAPE_ERROR,
+    ArgList,
+    DateLike,
+    DockerImage,
+    EnvMap,
+    EnvValue,
+    GenerationT,
+    InstallEntry,
+    InstallSpec,
+    Int,
+    Label,
+    MinGpus,
+    Number,
+    Opt,
+    Path_,
+    StrList,
+    TpSpec,
+    DocModel,
+)
 
 __all__ = [
     "validate_recipe",
@@ -40,157 +58,9 @@ __all__ = [
 SERVING_DEPLOY_TYPES = ("single_node", "multi_node", "pd_cluster")
 KV_STORE_DEPLOY_TYPE = "kv_store_lb"
 
-Path_ = tuple[Any, ...]
-
-
-# --------------------------------------------------------------------------
-# Value shapes that are unions. They are checked by small functions rather
-# than pydantic unions so that one bad value gives ONE error at the exact
-# key path (pydantic unions report one error per member).
-# --------------------------------------------------------------------------
-class _Bad(Exception):
-    def __init__(self, sub: Path_, value: Any) -> None:
-        super().__init__()
-        self.sub = sub
-        self.value = value
-
-
-def _is_int(v: Any) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
-
-
-def _is_number(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool)
-
-
-def _is_scalar(v: Any) -> bool:
-    return isinstance(v, (str, int, float, bool))
-
-
-def _map_of(v: Any, item_ok: Callable[[Any], bool], sub: Path_ = ()) -> None:
-    """Raise _Bad unless ``v`` is a mapping with str keys and ok values."""
-    if not isinstance(v, dict):
-        raise _Bad(sub, v)
-    for key, item in v.items():
-        if not isinstance(key, str):
-            raise _Bad(sub + (key,), key)
-        if not item_ok(item):
-            raise _Bad(sub + (key,), item)
-
-
-def _shape(expected: str, check: Callable[[Any], None]) -> Any:
-    """An ``Annotated`` type validated by ``check`` (raises ``_Bad``)."""
-
-    def validate(value: Any) -> Any:
-        try:
-            check(value)
-        except _Bad as bad:
-            raise PydanticCustomError(
-                "recipe_shape",
-                "expected {expected}",
-                {"expected": expected, "sub": bad.sub, "bad": bad.value},
-            ) from None
-        return value
-
-    return Annotated[Any, PlainValidator(validate)]
-
-
-def _pred(expected: str, ok: Callable[[Any], bool]) -> Any:
-    def check(v: Any) -> None:
-        if not ok(v):
-            raise _Bad((), v)
-
-    return _shape(expected, check)
-
-
-def _check_docker_image(v: Any) -> None:
-    # "image:tag" | {cu129, cu130} | {nvidia, amd, tpu, intel} where a brand
-    # value is a string or (for nvidia) a CUDA map.
-    if isinstance(v, str):
-        return
-    if not isinstance(v, dict):
-        raise _Bad((), v)
-    for key, item in v.items():
-        if not isinstance(key, str):
-            raise _Bad((key,), key)
-        if isinstance(item, dict):
-            _map_of(item, lambda x: isinstance(x, str), (key,))
-        elif not isinstance(item, str):
-            raise _Bad((key,), item)
-
-
-def _check_tp(v: Any) -> None:
-    # 4 | {h200: 2, b200: 1}
-    if not _is_int(v):
-        _map_of(v, _is_int)
-
-
-def _check_min_gpus(v: Any) -> None:
-    # 8 | {single_node_tp: 8, h100: 32} | {pd_cluster: {h100: 16}}
-    if _is_int(v):
-        return
-    if not isinstance(v, dict):
-        raise _Bad((), v)
-    for key, item in v.items():
-        if not isinstance(key, str):
-            raise _Bad((key,), key)
-        if isinstance(item, dict):
-            _map_of(item, _is_int, (key,))
-        elif not _is_int(item):
-            raise _Bad((key,), item)
-
-
-def _check_install(v: Any) -> None:
-    # "uv pip install x" | {nvidia: "...", amd: "..."}
-    if not isinstance(v, str):
-        _map_of(v, lambda x: isinstance(x, str) or x is None)
-
-
-Number = _pred("a number", _is_number)
-Int = _pred("an integer", _is_int)
-# Command-line tokens: YAML authors quote them, but an unquoted number is
-# still rendered by the recipes site, so numbers are accepted too.
-ArgToken = _pred("a string (one command-line token)", lambda v: isinstance(v, (str, int, float)) and not isinstance(v, bool))
-EnvValue = _pred("a string, number or boolean (an environment value)", _is_scalar)
-# Pure metadata that authors sometimes leave unquoted ("0.23", 8, 2026-01-01).
-Label = _pred("a string", lambda v: isinstance(v, (str, int, float)) and not isinstance(v, bool))
-DateLike = _pred("a date or a string", lambda v: isinstance(v, (str, datetime.date)))
-GenerationT = _pred(
-    "a string or a list of strings",
-    lambda v: isinstance(v, str) or (isinstance(v, list) and all(isinstance(x, str) for x in v)),
-)
-DockerImage = _shape(
-    "an image string, a brand map ({nvidia: ..., amd: ...}), a CUDA map ({cu129: ..., cu130: ...}) "
-    "or a brand map whose nvidia value is a CUDA map",
-    _check_docker_image,
-)
-TpSpec = _shape("an integer or a map of hardware id/generation to integer", _check_tp)
-MinGpus = _shape(
-    "an integer, or a map of strategy/hardware id to an integer or to a map of hardware id to integer",
-    _check_min_gpus,
-)
-InstallEntry = _pred(
-    "a mapping of strings ({command: ..., note: ...}), false or null",
-    lambda v: v is None
-    or isinstance(v, bool)
-    or (isinstance(v, dict) and all(isinstance(x, str) or x is None for x in v.values())),
-)
-InstallSpec = _shape("a string or a map of brand to string", _check_install)
-
-ArgList = list[ArgToken]
-EnvMap = dict[str, EnvValue]
-StrList = list[str]
-Opt = Optional
-
-
-class _Doc(BaseModel):
-    """Strict types, unknown keys allowed, no coercion."""
-
-    model_config = ConfigDict(strict=True, extra="allow", frozen=True, protected_namespaces=())
-
 
 # ------------------------------- recipes ---------------------------------
-class Meta(_Doc):
+class Meta(DocModel):
     title: Opt[Label] = None
     slug: Opt[Label] = None
     provider: Opt[Label] = None
@@ -206,7 +76,7 @@ class Meta(_Doc):
     platforms: Opt[list[dict[str, Any]]] = None
 
 
-class Model(_Doc):
+class Model(DocModel):
     model_id: str
     min_vllm_version: Opt[Label] = None
     nightly_required: Opt[bool] = None
@@ -224,11 +94,11 @@ class Model(_Doc):
     supports_dcp: Opt[bool] = None
 
 
-class ArgsOverride(_Doc):
+class ArgsOverride(DocModel):
     args: Opt[ArgList] = None
 
 
-class FeatureMode(_Doc):
+class FeatureMode(DocModel):
     label: Opt[Label] = None
     description: Opt[str] = None
     args: Opt[ArgList] = None
@@ -237,7 +107,7 @@ class FeatureMode(_Doc):
     hardware_overrides: Opt[dict[str, ArgsOverride]] = None
 
 
-class Feature(_Doc):
+class Feature(DocModel):
     description: Opt[str] = None
     args: Opt[ArgList] = None
     default_mode: Opt[str] = None
@@ -247,7 +117,7 @@ class Feature(_Doc):
     hardware_overrides: Opt[dict[str, ArgsOverride]] = None
 
 
-class HardwareOverride(_Doc):
+class HardwareOverride(DocModel):
     extra_args: Opt[ArgList] = None
     extra_env: Opt[EnvMap] = None
 
@@ -257,7 +127,7 @@ class VariantHardwareOverride(HardwareOverride):
     install: Opt[dict[str, Any]] = None
 
 
-class Variant(_Doc):
+class Variant(DocModel):
     model_id: Opt[str] = None
     precision: Opt[str] = None
     vram_minimum_gb: Opt[Number] = None
@@ -274,7 +144,7 @@ class Variant(_Doc):
     default_modes: Opt[dict[str, str]] = None
 
 
-class PdRoleOverride(_Doc):
+class PdRoleOverride(DocModel):
     vllm_args: Opt[ArgList] = None
     extra_args: Opt[ArgList] = None
     env: Opt[EnvMap] = None
@@ -285,7 +155,7 @@ class PdRoleOverride(_Doc):
     hardware_overrides: Opt[dict[str, HardwareOverride]] = None
 
 
-class StrategyOverride(_Doc):
+class StrategyOverride(DocModel):
     tp: Opt[TpSpec] = None
     vllm_args: Opt[ArgList] = None
     extra_args: Opt[ArgList] = None
@@ -298,20 +168,20 @@ class StrategyOverride(_Doc):
     router: Opt[dict[str, Any]] = None
 
 
-class HardwareNote(_Doc):
+class HardwareNote(DocModel):
     title: Opt[str] = None
     body: Opt[str] = None
     link: Opt[dict[str, str]] = None
 
 
-class Dependency(_Doc):
+class Dependency(DocModel):
     command: Opt[str] = None
     note: Opt[str] = None
     brand: Opt[str] = None
     optional: Opt[bool] = None
 
 
-class Recipe(_Doc):
+class Recipe(DocModel):
     """A model recipe in SOURCE form (``models/<org>/<repo>.yaml``)."""
 
     meta: Opt[Meta] = None
@@ -333,7 +203,7 @@ class Recipe(_Doc):
     guide: Opt[str] = None
 
 
-class RecommendedCommand(_Doc):
+class RecommendedCommand(DocModel):
     strategy: str
     hardware: Opt[str] = None
     variant: Opt[str] = None
@@ -341,7 +211,7 @@ class RecommendedCommand(_Doc):
     alternatives: Opt[dict[str, Any]] = None
 
 
-class PublishedRecipe(_Doc):
+class PublishedRecipe(DocModel):
     """The published-JSON API form: source form minus strategy data, plus
     ``hf_id`` and a pre-rendered ``recommended_command``."""
 
@@ -352,20 +222,20 @@ class PublishedRecipe(_Doc):
 
 
 # ------------------------------ strategies -------------------------------
-class HardwareMatch(_Doc):
+class HardwareMatch(DocModel):
     min_gpus: Opt[Int] = None
     max_gpus: Opt[Int] = None
     multi_node: Opt[bool] = None
     architecture: Opt[str] = None
 
 
-class Router(_Doc):
+class Router(DocModel):
     policy: Opt[str] = None
     install: Opt[str] = None
     port: Opt[Int] = None
 
 
-class PdRole(_Doc):
+class PdRole(DocModel):
     vllm_args: Opt[ArgList] = None
     env: Opt[EnvMap] = None
     parallelism: Opt[str] = None
@@ -373,7 +243,7 @@ class PdRole(_Doc):
     parallel_flag: Opt[str] = None
 
 
-class ServingStrategy(_Doc):
+class ServingStrategy(DocModel):
     name: str
     deploy_type: str
     display_name: Opt[str] = None
@@ -389,23 +259,23 @@ class ServingStrategy(_Doc):
     router: Opt[Router] = None
 
 
-class MooncakeVllm(_Doc):
+class MooncakeVllm(DocModel):
     vllm_args: Opt[ArgList] = None
     env: Opt[EnvMap] = None
     install: Opt[InstallSpec] = None
     port: Opt[Int] = None
 
 
-class MooncakePdRole(_Doc):
+class MooncakePdRole(DocModel):
     args: Opt[ArgList] = None
 
 
-class MooncakePd(_Doc):
+class MooncakePd(DocModel):
     prefill: Opt[MooncakePdRole] = None
     decode: Opt[MooncakePdRole] = None
 
 
-class MooncakeProcess(_Doc):
+class MooncakeProcess(DocModel):
     command: Opt[str] = None
     description: Opt[str] = None
 
@@ -415,13 +285,13 @@ class MooncakeStoreConfig(MooncakeProcess):
     config: Opt[dict[str, EnvValue]] = None
 
 
-class MooncakeVllmConfig(_Doc):
+class MooncakeVllmConfig(DocModel):
     mode: Opt[str] = None
     note: Opt[str] = None
     template: Opt[dict[str, EnvValue]] = None
 
 
-class KvStoreDeployment(_Doc):
+class KvStoreDeployment(DocModel):
     name: str
     deploy_type: str
     display_name: Opt[str] = None
@@ -439,7 +309,7 @@ class KvStoreDeployment(_Doc):
 
 
 # ------------------------------- taxonomy --------------------------------
-class HardwareProfile(_Doc):
+class HardwareProfile(DocModel):
     brand: str
     generation: GenerationT
     gpu_count: Int
@@ -452,13 +322,13 @@ class HardwareProfile(_Doc):
     compute_arch: Opt[str] = None
 
 
-class Companion(_Doc):
+class Companion(DocModel):
     label: Opt[str] = None
     description: Opt[str] = None
     command: str
 
 
-class KvOffloadOption(_Doc):
+class KvOffloadOption(DocModel):
     display_name: Opt[str] = None
     label: Opt[str] = None
     group: Opt[str] = None
@@ -474,7 +344,7 @@ class KvOffloadOption(_Doc):
     companion: Opt[Companion] = None
 
 
-class KvOffloadGroup(_Doc):
+class KvOffloadGroup(DocModel):
     display_name: Opt[str] = None
     label: Opt[str] = None
     order: Opt[Number] = None
@@ -484,13 +354,13 @@ class KvOffloadGroup(_Doc):
     description: Opt[str] = None
 
 
-class Task(_Doc):
+class Task(DocModel):
     id: str
     display_name: Opt[str] = None
     description: Opt[str] = None
 
 
-class Taxonomy(_Doc):
+class Taxonomy(DocModel):
     hardware_profiles: dict[str, HardwareProfile]
     tasks: Opt[list[Task]] = None
     strategies: Opt[StrList] = None
@@ -530,7 +400,7 @@ def _to_schema_error(exc: ValidationError, source: str, prefix: str = "") -> Sch
     value = first.get("input")
     kind = first["type"]
     ctx = first.get("ctx") or {}
-    if kind == "recipe_shape":
+    if kind == SHAPE_ERROR:
         loc += tuple(ctx.get("sub", ()))
         value = ctx.get("bad", value)
         expected = str(ctx.get("expected"))
@@ -539,7 +409,7 @@ def _to_schema_error(exc: ValidationError, source: str, prefix: str = "") -> Sch
         loc = loc[:-1]
         value = loc[-1] if loc else value
         expected = "a string key"
-    elif kind != "recipe_shape":
+    elif kind != SHAPE_ERROR:
         expected = _EXPECTED_BY_TYPE.get(kind, first.get("msg", "a valid value"))
     key = _dotted(((prefix,) if prefix else ()) + loc, last_is_key=is_key)
     reason = ""
@@ -552,7 +422,7 @@ def _to_schema_error(exc: ValidationError, source: str, prefix: str = "") -> Sch
     return SchemaError(key, value=value, expected=expected, reason=reason, source=source)
 
 
-def _validate(model: type[_Doc], data: Any, source: str, what: str, prefix: str = "") -> None:
+def _validate(model: type[DocModel], data: Any, source: str, what: str, prefix: str = "") -> None:
     if not isinstance(data, dict):
         raise SchemaError(prefix, value=data, expected=f"a mapping ({what})", source=source)
     try:

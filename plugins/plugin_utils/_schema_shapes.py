@@ -1,0 +1,195 @@
+# Copyright: (c) 2026, vllm_fleet maintainers
+# Apache License 2.0 (see LICENSE)
+"""Value shapes and the base model of the recipe-format schema (``_schema``).
+
+PRIVATE to the vllm_fleet.recipes collection: not a public API, may change
+without notice. Other collections must not import it.
+
+Field types such as ``ArgList``, ``DockerImage`` or ``MinGpus`` that the
+document models of ``_schema`` are built from, and ``DocModel``, their strict,
+extra-tolerant base. A value of the wrong shape raises a pydantic error of
+type :data:`SHAPE_ERROR` carrying the sub-path, the bad value and what would
+be accepted, which ``_schema`` turns into one ``SchemaError``.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Callable
+from typing import Annotated, Any, Optional
+
+from pydantic import BaseModel, ConfigDict, PlainValidator
+from pydantic_core import PydanticCustomError
+
+__all__ = [
+    "SHAPE_ERROR",
+    "ArgList",
+    "ArgToken",
+    "DateLike",
+    "DocModel",
+    "DockerImage",
+    "EnvMap",
+    "EnvValue",
+    "GenerationT",
+    "InstallEntry",
+    "InstallSpec",
+    "Int",
+    "Label",
+    "MinGpus",
+    "Number",
+    "Opt",
+    "Path_",
+    "StrList",
+    "TpSpec",
+]
+
+#: pydantic error type of a value of the wrong shape (``ctx``: ``expected``, ``sub``, ``bad``).
+SHAPE_ERROR = "recipe_shape"
+
+Path_ = tuple[Any, ...]
+
+
+# --------------------------------------------------------------------------
+# Value shapes that are unions. They are checked by small functions rather
+# than pydantic unions so that one bad value gives ONE error at the exact
+# key path (pydantic unions report one error per member).
+# --------------------------------------------------------------------------
+class _Bad(Exception):
+    def __init__(self, sub: Path_, value: Any) -> None:
+        super().__init__()
+        self.sub = sub
+        self.value = value
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _is_scalar(v: Any) -> bool:
+    return isinstance(v, (str, int, float, bool))
+
+
+def _map_of(v: Any, item_ok: Callable[[Any], bool], sub: Path_ = ()) -> None:
+    """Raise _Bad unless ``v`` is a mapping with str keys and ok values."""
+    if not isinstance(v, dict):
+        raise _Bad(sub, v)
+    for key, item in v.items():
+        if not isinstance(key, str):
+            raise _Bad(sub + (key,), key)
+        if not item_ok(item):
+            raise _Bad(sub + (key,), item)
+
+
+def _shape(expected: str, check: Callable[[Any], None]) -> Any:
+    """An ``Annotated`` type validated by ``check`` (raises ``_Bad``)."""
+
+    def validate(value: Any) -> Any:
+        try:
+            check(value)
+        except _Bad as bad:
+            raise PydanticCustomError(
+                SHAPE_ERROR,
+                "expected {expected}",
+                {"expected": expected, "sub": bad.sub, "bad": bad.value},
+            ) from None
+        return value
+
+    return Annotated[Any, PlainValidator(validate)]
+
+
+def _pred(expected: str, ok: Callable[[Any], bool]) -> Any:
+    def check(v: Any) -> None:
+        if not ok(v):
+            raise _Bad((), v)
+
+    return _shape(expected, check)
+
+
+def _check_docker_image(v: Any) -> None:
+    # "image:tag" | {cu129, cu130} | {nvidia, amd, tpu, intel} where a brand
+    # value is a string or (for nvidia) a CUDA map.
+    if isinstance(v, str):
+        return
+    if not isinstance(v, dict):
+        raise _Bad((), v)
+    for key, item in v.items():
+        if not isinstance(key, str):
+            raise _Bad((key,), key)
+        if isinstance(item, dict):
+            _map_of(item, lambda x: isinstance(x, str), (key,))
+        elif not isinstance(item, str):
+            raise _Bad((key,), item)
+
+
+def _check_tp(v: Any) -> None:
+    # 4 | {h200: 2, b200: 1}
+    if not _is_int(v):
+        _map_of(v, _is_int)
+
+
+def _check_min_gpus(v: Any) -> None:
+    # 8 | {single_node_tp: 8, h100: 32} | {pd_cluster: {h100: 16}}
+    if _is_int(v):
+        return
+    if not isinstance(v, dict):
+        raise _Bad((), v)
+    for key, item in v.items():
+        if not isinstance(key, str):
+            raise _Bad((key,), key)
+        if isinstance(item, dict):
+            _map_of(item, _is_int, (key,))
+        elif not _is_int(item):
+            raise _Bad((key,), item)
+
+
+def _check_install(v: Any) -> None:
+    # "uv pip install x" | {nvidia: "...", amd: "..."}
+    if not isinstance(v, str):
+        _map_of(v, lambda x: isinstance(x, str) or x is None)
+
+
+Number = _pred("a number", _is_number)
+Int = _pred("an integer", _is_int)
+# Command-line tokens: YAML authors quote them, but an unquoted number is
+# still rendered by the recipes site, so numbers are accepted too.
+ArgToken = _pred("a string (one command-line token)", lambda v: isinstance(v, (str, int, float)) and not isinstance(v, bool))
+EnvValue = _pred("a string, number or boolean (an environment value)", _is_scalar)
+# Pure metadata that authors sometimes leave unquoted ("0.23", 8, 2026-01-01).
+Label = _pred("a string", lambda v: isinstance(v, (str, int, float)) and not isinstance(v, bool))
+DateLike = _pred("a date or a string", lambda v: isinstance(v, (str, datetime.date)))
+GenerationT = _pred(
+    "a string or a list of strings",
+    lambda v: isinstance(v, str) or (isinstance(v, list) and all(isinstance(x, str) for x in v)),
+)
+DockerImage = _shape(
+    "an image string, a brand map ({nvidia: ..., amd: ...}), a CUDA map ({cu129: ..., cu130: ...}) "
+    "or a brand map whose nvidia value is a CUDA map",
+    _check_docker_image,
+)
+TpSpec = _shape("an integer or a map of hardware id/generation to integer", _check_tp)
+MinGpus = _shape(
+    "an integer, or a map of strategy/hardware id to an integer or to a map of hardware id to integer",
+    _check_min_gpus,
+)
+InstallEntry = _pred(
+    "a mapping of strings ({command: ..., note: ...}), false or null",
+    lambda v: v is None
+    or isinstance(v, bool)
+    or (isinstance(v, dict) and all(isinstance(x, str) or x is None for x in v.values())),
+)
+InstallSpec = _shape("a string or a map of brand to string", _check_install)
+
+ArgList = list[ArgToken]
+EnvMap = dict[str, EnvValue]
+StrList = list[str]
+Opt = Optional
+
+
+class DocModel(BaseModel):
+    """Strict types, unknown keys allowed, no coercion."""
+
+    model_config = ConfigDict(strict=True, extra="allow", frozen=True, protected_namespaces=())
