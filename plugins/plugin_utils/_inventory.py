@@ -17,27 +17,35 @@ Two inputs are modelled here, both plain data (no Ansible objects):
 :func:`collect_deployments` turns ``hostvars`` + ``groups`` into the list of
 declared deployments with their member hosts. Every failure raises
 :class:`InventoryError` naming the variable, the value and the fix.
+
+The models of ``vllm_deployment`` live in ``_deployment_spec``, the hostile-input
+checks and secret redaction in ``_inventory_checks``. ``DeploymentSpec``,
+``InventoryError`` and ``is_secret_env`` are listed here too, for ``_placement``.
 """
 
 from __future__ import annotations
 
-import ipaddress
 import re
 from dataclasses import dataclass, field
-from typing import Any, Literal, Mapping, Optional, Sequence
+from typing import Any, Mapping, Optional, Sequence
 
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
-    SecretStr,
-    ValidationError,
-    field_validator,
-    model_validator,
-)
+from pydantic import ValidationError
 
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils import _unitfile as U
-from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._errors import SelectionError
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._deployment_spec import (
+    NAME_RE,
+    PLACEHOLDER_NAME_RE,
+    DeploymentSpec,
+)
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._inventory_checks import (
+    InventoryError,
+    check_address,
+    check_deployment_strings,
+    check_host_name,
+    is_ip,
+    is_secret_env,
+    redact,
+)
 
 __all__ = [
     "DeploymentSpec",
@@ -46,478 +54,14 @@ __all__ = [
     "InventoryError",
     "collect_deployments",
     "host_spec",
+    "is_secret_env",
+    "parse_deployment",
     "NAME_RE",
 ]
 
-#: Deployment names end up in unit names, container names and file names.
-NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
-_ENV_KEY_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_PLACEHOLDER_NAME_RE = re.compile(r"^[A-Z][A-Z0-9_]*$")
 _IFACE_RE = re.compile(r"^[A-Za-z0-9_.:@-]{1,15}$")
-
-#: Env names that hold secrets: they go to the secret file, and messages show a fingerprint.
-SECRET_ENV_RE = re.compile(r"^(HF_TOKEN|VLLM_API_KEY|[A-Za-z0-9_]*_(TOKEN|KEY|PASSWORD|SECRET))$",
-                           re.IGNORECASE)
-#: argv flags whose value is a secret (``--api-key``, ``--hf-token``, ``--db-password`` ...).
-SECRET_FLAG_RE = re.compile(r"^--(?:[a-z0-9]+-)*(?:token|key|password|secret)$")
-#: A secret given as a placeholder the plan fills from the vault (``--api-key $API_KEY``).
-_SECRET_PLACEHOLDERS = ("$API_KEY", "${API_KEY}")
-
-# docker's reference grammar (github.com/distribution/reference, regexp.go).
-_ALNUM = r"[a-z0-9]+"
-_PATH_COMPONENT = rf"{_ALNUM}(?:(?:[._]|__|-+){_ALNUM})*"
-_DOMAIN_COMPONENT = r"(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])"
-_DOMAIN = rf"(?:{_DOMAIN_COMPONENT}(?:\.{_DOMAIN_COMPONENT})*|\[[a-fA-F0-9:]+\])(?::[0-9]+)?"
-IMAGE_REF_RE = re.compile(
-    rf"^(?:{_DOMAIN}/)?{_PATH_COMPONENT}(?:/{_PATH_COMPONENT})*"
-    r"(?::[\w][\w.-]{0,127})?"
-    r"(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?$")
-#: Host directories that must never be a read-write cache mount (``-v DIR:/root/.cache/...``).
-_SYSTEM_DIRS = frozenset(("/", "/bin", "/boot", "/dev", "/etc", "/home", "/lib", "/lib32", "/lib64", "/opt",
-                          "/proc", "/root", "/run", "/sbin", "/srv", "/sys", "/tmp", "/usr", "/var",
-                          "/var/lib", "/var/run", "/var/log", "/var/cache"))
-_SYSTEM_TREES = ("/proc/", "/sys/", "/dev/", "/run/", "/var/run/", "/etc/", "/boot/", "/usr/",
-                 "/var/lib/docker", "/var/lib/containerd", "/bin/", "/sbin/", "/lib/", "/lib64/")
-_REVISION_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,254}$")
-
 PD_ROLES = ("prefill", "decode", "router")
 MOONCAKE_ROLES = ("master", "store")
-
-
-class InventoryError(SelectionError):
-    """An inventory variable is missing, malformed or inconsistent.
-
-    The message always carries the variable (``key``), the value found and a
-    ``fix:`` telling the operator what to change.
-    """
-
-    def __init__(self, key: str, *, value: Any = None, expected: str = "",
-                 fix: str = "", source: str = "", has_value: bool = True) -> None:
-        self.fix = fix
-        kwargs: dict[str, Any] = {"expected": expected, "source": source,
-                                  "reason": f"fix: {fix}" if fix else ""}
-        if has_value:
-            kwargs["value"] = value
-        super().__init__(key, **kwargs)
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (_rebuild_inventory_error,
-                (type(self), self.key, self.value, self.expected, self.fix, self.source,
-                 getattr(self, "has_value", True)))
-
-
-def _rebuild_inventory_error(cls: type, key: str, value: Any, expected: str, fix: str,
-                             source: str, has_value: bool) -> "InventoryError":
-    return cls(key, value=value, expected=expected, fix=fix, source=source, has_value=has_value)
-
-
-# --------------------------------------------------------------------------------------
-# Hostile input: every string that reaches a unit, env file, path, argv or log
-# --------------------------------------------------------------------------------------
-
-def is_secret_env(name: str) -> bool:
-    """``HF_TOKEN``, ``VLLM_API_KEY`` and ``*_TOKEN`` / ``*_KEY`` / ``*_PASSWORD`` / ``*_SECRET``."""
-    return bool(SECRET_ENV_RE.match(name))
-
-
-def redact(value: Any) -> Any:
-    """``value`` with every secret replaced by its fingerprint (for messages and logs)."""
-    if isinstance(value, SecretStr):
-        return U.fingerprint(value.get_secret_value())
-    if isinstance(value, Mapping):
-        return {k: (U.fingerprint(str(v)) if isinstance(k, str) and is_secret_env(k) and v is not None
-                    else redact(v)) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        out: list[Any] = []
-        hide_next = False
-        for item in value:
-            text = item if isinstance(item, str) else ""
-            flag, _eq, inline = text.partition("=")
-            if hide_next and text not in _SECRET_PLACEHOLDERS:
-                out.append(U.fingerprint(text or str(item)))
-            elif _eq and SECRET_FLAG_RE.match(flag) and inline not in _SECRET_PLACEHOLDERS:
-                out.append(f"{flag}={U.fingerprint(inline)}")
-            elif _eq and is_secret_env(flag):
-                out.append(f"{flag}={U.fingerprint(inline)}")
-            else:
-                out.append(redact(item))
-            hide_next = bool(SECRET_FLAG_RE.match(text))
-        return out
-    return value
-
-
-def check_image(key: str, value: str) -> str:
-    """A docker image reference (``[registry/]path[:tag][@digest]``), never a flag."""
-    U.check_text(key, value, max_bytes=512, what="an image reference")
-    if value.startswith("-") or not IMAGE_REF_RE.match(value) or len(value.split("@")[0]) > 255 + 129:
-        raise InventoryError(key, value=value,
-                             expected="a docker image reference such as 'vllm/vllm-openai:v0.11.0' "
-                                      "or 'registry:5000/org/image@sha256:<hex>' (lower-case path, "
-                                      "no whitespace, no leading '-')",
-                             fix=f"set {key} to an image reference")
-    return value
-
-
-def check_host_name(name: str) -> str:
-    """An inventory host name, used as a path component of the render directory."""
-    shown = repr(name) if len(name) <= 80 else repr(name[:77]) + "..."
-    key = f"inventory host name {shown}"
-    U.check_text(key, name, max_bytes=253, what="a host name",
-                 fix="rename the host in the inventory (letters, digits, '-', '_', '.')")
-    if (not name or any(c in name for c in "/\\$`'\"") or ".." in name
-            or name.startswith(("-", ".")) or any(c.isspace() for c in name)):
-        raise InventoryError(key, value=name,
-                             expected="a host name without '/', '\\', '..', '$', quotes, blanks or a "
-                                      "leading '-' or '.' (it names a folder of the rendered plan)",
-                             fix="rename the host in the inventory (unicode letters are fine)")
-    return name
-
-
-def check_address(host: str, var: str, value: str) -> str:
-    """A node address other nodes can reach: not unspecified, multicast or zone-scoped."""
-    key = f"hostvars[{host!r}].{var}"
-    address = ipaddress.ip_address(value)
-    if "%" in value:
-        raise InventoryError(key, value=value,
-                             expected="an address without a zone (a link-local fe80::/10 address "
-                                      "with '%iface' is not reachable from other nodes)",
-                             fix=f"set vllm_fabric_address on {host} to a routable address")
-    if address.is_unspecified or address.is_multicast:
-        raise InventoryError(key, value=value,
-                             expected="the node's own unicast address (0.0.0.0, :: and multicast "
-                                      "addresses name no node)",
-                             fix=f"set vllm_fabric_address on {host} to its cluster-network IP")
-    return value
-
-
-def _check_args(key: str, args: Sequence[str], *, docker: bool) -> None:
-    hide_next = False
-    for index, arg in enumerate(args):
-        item = f"{key}[{index}]"
-        U.check_text(item, arg, secret=hide_next)
-        flag, eq, inline = arg.partition("=")
-        if (hide_next and arg not in _SECRET_PLACEHOLDERS) or (
-                eq and SECRET_FLAG_RE.match(flag) and inline not in _SECRET_PLACEHOLDERS):
-            shown = U.fingerprint(inline if eq else arg)
-            raise InventoryError(key, value=f"{flag if eq else args[index - 1]} {shown}",
-                                 expected="no secret on the command line (argv is visible in `ps`, "
-                                          "unit files and `docker inspect`)",
-                                 fix="remove it and set vllm_deployment.api_key or weights.token "
-                                     "(Ansible Vault), or put it in extra_env under a *_TOKEN / "
-                                     "*_KEY name: both go to the 0600 secret file")
-        hide_next = bool(SECRET_FLAG_RE.match(arg)) and not docker
-        if docker:  # docker's env flags: `-e NAME=value`, `--env NAME=value`, `--env=NAME=value`, `-eNAME=v`
-            previous = args[index - 1] if index else ""
-            named = (arg if previous in ("-e", "--env") else arg[len("--env="):] if arg.startswith("--env=")
-                     else arg[2:] if arg.startswith("-e") and arg != "-e" else "")
-            name = named.partition("=")[0]
-            if name and is_secret_env(name):
-                raise InventoryError(f"{key}[{index}]", value=f"{name}=...",
-                                     expected="no secret on the docker command line",
-                                     fix=f"move {name} to vllm_deployment.extra_env (secret names go "
-                                         "to the 0600 secret file)")
-
-
-def check_deployment_strings(spec: "DeploymentSpec", where: str) -> None:
-    """Refuse any string of a ``vllm_deployment`` that cannot reach a file, path or argv unchanged."""
-    for attr in ("name", "group", "recipe", "variant", "hardware", "strategy", "frontend",
-                 "kv_offload", "resolution_file"):
-        value = getattr(spec, attr)
-        if value is not None:  # 1024 bytes: a path or URL, and short enough to quote in messages
-            U.check_text(f"{where}.{attr}", value, max_bytes=1024)
-    for index, feature in enumerate(spec.features or ()):
-        U.check_text(f"{where}.features[{index}]", feature)
-    for name, mode in spec.feature_modes.items():
-        U.check_text(f"{where}.feature_modes.{name}", mode)
-    _check_args(f"{where}.advanced_args", spec.advanced_args, docker=False)
-    _check_args(f"{where}.container_args", spec.container_args, docker=True)
-    for attr, value in (("config_dir", spec.config_dir), ("unit_dir", spec.unit_dir),
-                        ("docker_binary", spec.docker_binary),
-                        ("router.venv", spec.router.venv), ("mooncake.venv", spec.mooncake.venv)):
-        U.check_path(f"{where}.{attr}", value)
-    # The two host directories mounted read-write into the engine containers.
-    for attr, cache, example in (("weights.cache_dir", spec.weights.cache_dir, "/data/huggingface"),
-                                 ("compile_cache_dir", spec.compile_cache_dir, "/var/cache/vllm-fleet/compile")):
-        if cache is None:
-            continue
-        U.check_path(f"{where}.{attr}", cache)
-        if cache in _SYSTEM_DIRS or cache.startswith(_SYSTEM_TREES):
-            raise InventoryError(f"{where}.{attr}", value=cache,
-                                 expected="a directory of its own: it is mounted read-write into the "
-                                          "container (a system directory or the docker socket's would "
-                                          "hand the container the host)",
-                                 fix=f"use a dedicated directory such as {example}")
-    for attr, image in (("image", spec.image), ("router.image", spec.router.image)):
-        if image is not None:
-            check_image(f"{where}.{attr}", image)
-    revision = spec.weights.revision
-    if revision is not None and (not _REVISION_RE.match(revision) or ".." in revision):
-        raise InventoryError(f"{where}.weights.revision", value=revision,
-                             expected="a branch, tag or commit of letters, digits and '._/-' "
-                                      "without '..'", fix=f"correct {where}.weights.revision")
-    source = spec.weights.source
-    if spec.weights.mode == "import":
-        if source is None:
-            raise InventoryError(f"{where}.weights.source", value=None,
-                                 expected="the absolute path, on the origin host, of the pre-staged "
-                                          "model directory or tar archive (weights.mode: import)",
-                                 fix=f"set {where}.weights.source, e.g. /srv/models/Qwen3-0.6B")
-        U.check_path(f"{where}.weights.source", source)
-    elif source is not None:
-        raise InventoryError(f"{where}.weights.source", value=source,
-                             expected="no source unless weights.mode is import "
-                                      f"(mode is {spec.weights.mode})",
-                             fix=f"set {where}.weights.mode: import, or remove weights.source")
-    endpoint = spec.weights.endpoint
-    if endpoint is not None:
-        U.check_env_value(f"{where}.weights.endpoint", endpoint)
-        if not re.match(r"^https?://[^\s/]+", endpoint):
-            raise InventoryError(f"{where}.weights.endpoint", value=endpoint,
-                                 expected="an http(s):// URL", fix=f"correct {where}.weights.endpoint")
-    if not _is_ip(spec.router.bind_address) or "%" in spec.router.bind_address:
-        raise InventoryError(f"{where}.router.bind_address", value=spec.router.bind_address,
-                             expected="an IP address to bind (0.0.0.0 or :: for every address)",
-                             fix=f"correct {where}.router.bind_address")
-    for attr, secret in (("api_key", spec.api_key), ("weights.token", spec.weights.token)):
-        if secret is not None:
-            U.check_text(f"{where}.{attr}", secret.get_secret_value(), secret=True)
-    for name, value in spec.extra_env.items():
-        if is_secret_env(name):
-            U.check_text(f"{where}.extra_env.{name}", value, secret=True)
-        else:
-            U.check_env_value(f"{where}.extra_env.{name}", value, fix=f"simplify the value of {name}")
-    for name, value in spec.placeholders.items():
-        U.check_text(f"{where}.placeholders.{name}", value)
-
-
-# --------------------------------------------------------------------------------------
-# vllm_deployment
-# --------------------------------------------------------------------------------------
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class PoolSpec(_Strict):
-    """Size and parallelism of one prefill/decode pool (defaults: from the inventory)."""
-
-    nodes: Optional[int] = Field(default=None, ge=1, le=1024)
-    parallelism: Optional[Literal["tp", "tep", "dep"]] = None
-
-
-class PdSpec(_Strict):
-    """Prefill/decode layout. Pools come from child groups or ``vllm_pd_role``."""
-
-    prefill: PoolSpec = PoolSpec()
-    decode: PoolSpec = PoolSpec()
-    #: Child group names; default ``<group>_prefill`` / ``<group>_decode`` / ``<group>_router``.
-    prefill_group: Optional[str] = None
-    decode_group: Optional[str] = None
-    router_group: Optional[str] = None
-
-
-class PortsSpec(_Strict):
-    """Host ports. Unset values come from the recipe's argv or vLLM's defaults."""
-
-    #: API port of single/head/instance processes (appends ``--port`` when the recipe has none).
-    api: Optional[int] = Field(default=None, ge=1, le=65535)
-    #: ``--master-port`` of the mp multi-node backend (vLLM default 29501).
-    master: Optional[int] = Field(default=None, ge=1, le=65535)
-    #: Value for ``$PREFILL_DP_RPC_PORT`` / ``$DECODE_DP_RPC_PORT``.
-    prefill_dp_rpc: int = Field(default=29550, ge=1, le=65535)
-    decode_dp_rpc: int = Field(default=29551, ge=1, le=65535)
-    #: Router listen port (``$ROUTER_PORT``); default: the recipe's router port, else 30000.
-    router: Optional[int] = Field(default=None, ge=1, le=65535)
-    #: The router's Prometheus port (``--prometheus-port``); default vllm-router's own 29000.
-    router_metrics: Optional[int] = Field(default=None, ge=1, le=65535)
-
-
-class WeightsSpec(_Strict):
-    """Where model weights live on each host and how they get there."""
-
-    #: Host directory mounted at ``/root/.cache/huggingface`` in the container.
-    cache_dir: str = "/root/.cache/huggingface"
-    #: ``download``: fetched before start (serving runs with ``HF_HUB_OFFLINE=1``);
-    #: ``shared_fs``: already present on a shared filesystem (also offline);
-    #: ``container``: vLLM downloads at start (the token is then passed to the container);
-    #: ``import``: pre-staged files (``source``, a directory or tar archive on the origin host)
-    #: are laid out as an HF cache snapshot there, then copied like a download (offline sites).
-    mode: Literal["download", "shared_fs", "container", "import"] = "download"
-    #: ``import`` only: absolute path, on the origin host, of the pre-staged directory or archive.
-    source: Optional[str] = None
-    revision: Optional[str] = None
-    endpoint: Optional[str] = None
-    token: Optional[SecretStr] = None
-
-    @field_validator("cache_dir")
-    @classmethod
-    def _absolute(cls, value: str) -> str:
-        if not value.startswith("/"):
-            raise ValueError("must be an absolute path")
-        return value.rstrip("/") or "/"
-
-
-class RouterSpec(_Strict):
-    """How the vllm-router process runs (PD clusters and multi-instance Mooncake)."""
-
-    runtime: Literal["venv", "container"] = "venv"
-    venv: str = "/opt/vllm-router"
-    image: Optional[str] = None
-    #: Value of ``$ROUTER_HOST`` (the router's bind address).
-    bind_address: str = "0.0.0.0"
-    #: ``--policy`` of the router in front of independent replicas (default: vllm-router's own).
-    policy: Optional[Literal["random", "round_robin", "cache_aware", "power_of_two",
-                             "consistent_hash"]] = None
-
-    @model_validator(mode="after")
-    def _image_for_container(self) -> "RouterSpec":
-        if self.runtime == "container" and not self.image:
-            raise ValueError("router.image is required when router.runtime is 'container'")
-        return self
-
-
-class MooncakeSpec(_Strict):
-    """Where the Mooncake master/store binaries live (``mooncake-transfer-engine`` venv)."""
-
-    venv: str = "/opt/mooncake"
-
-
-class UnitSpec(_Strict):
-    """systemd supervision knobs."""
-
-    restart_sec: int = Field(default=30, ge=1, le=3600)
-    stop_timeout: int = Field(default=120, ge=1, le=3600)
-    #: Default ``TimeoutStartSec`` when the recipe sets no ``VLLM_ENGINE_READY_TIMEOUT_S``.
-    start_timeout: int = Field(default=1800, ge=1, le=86400)
-    #: Group watchdog of multi-node groups (docs/operations.md): one per rank host.
-    watchdog: bool = True
-    #: Seconds between two probes of the group head's ``/health``.
-    watchdog_interval: int = Field(default=5, ge=1, le=3600)
-    #: Seconds the head may fail ``/health`` (after being healthy) before the rank restarts.
-    watchdog_grace: int = Field(default=30, ge=1, le=86400)
-
-
-class CpuSpec(_Strict):
-    """vLLM's CPU backend (Intel Xeon hardware, generation ``cpu``): the env it reads."""
-
-    #: GiB of host memory for the KV cache of each engine (``VLLM_CPU_KVCACHE_SPACE``).
-    kvcache_space_gb: int = Field(default=40, ge=1, le=65536)
-    #: OpenMP thread binding (``VLLM_CPU_OMP_THREADS_BIND``): ``auto`` (one NUMA node per rank),
-    #: ``nobind``, or CPU lists per rank separated by ``|`` (e.g. ``0-31|32-63``).
-    omp_threads_bind: str = Field(default="auto", pattern=r"^(auto|nobind|[0-9]+(-[0-9]+)?(,[0-9]+(-[0-9]+)?)*"
-                                                          r"(\|[0-9]+(-[0-9]+)?(,[0-9]+(-[0-9]+)?)*)*)$")
-    #: CPUs per rank left to the API server and other threads when binding ``auto``.
-    reserved_cpus: Optional[int] = Field(default=None, ge=0, le=4096)
-
-    def env(self) -> dict[str, str]:
-        out = {"VLLM_CPU_KVCACHE_SPACE": str(self.kvcache_space_gb), "VLLM_CPU_OMP_THREADS_BIND": self.omp_threads_bind}
-        if self.reserved_cpus is not None:
-            out["VLLM_CPU_NUM_OF_RESERVED_CPU"] = str(self.reserved_cpus)
-        return out
-
-
-class DeploymentSpec(_Strict):
-    """One ``vllm_deployment`` mapping (see docs/plan.md for every key)."""
-
-    name: Optional[str] = None
-    group: Optional[str] = None
-    recipe: str = Field(min_length=1)
-    variant: Optional[str] = None
-    hardware: Optional[str] = None
-    strategy: Optional[str] = None
-    features: Optional[list[str]] = None
-    feature_modes: dict[str, str] = {}
-    frontend: Optional[str] = None
-    kv_offload: Optional[str] = None
-    kv_instances: Optional[int] = Field(default=None, ge=1, le=1024)
-    node_count: Optional[int] = Field(default=None, ge=1, le=1024)
-    #: Independent copies of a single-node strategy, one per engine host, behind the router host.
-    replicas: Optional[int] = Field(default=None, ge=1, le=1024)
-    advanced_args: list[str] = []
-    pd: PdSpec = PdSpec()
-    ports: PortsSpec = PortsSpec()
-    image: Optional[str] = None
-    container_profile: Literal["hardened", "upstream"] = "hardened"
-    #: ``nvidia``: ``--gpus all``; ``cdi``: ``--device nvidia.com/gpu=all``; ``none``: no
-    #: accelerator flags at all (CPU-only test hosts running a stand-in engine image).
-    gpu_runtime: Literal["nvidia", "cdi", "none"] = "nvidia"
-    rdma: bool = False
-    #: Extra docker flags inserted before the image (hardened profile only).
-    container_args: list[str] = []
-    weights: WeightsSpec = WeightsSpec()
-    router: RouterSpec = RouterSpec()
-    mooncake: MooncakeSpec = MooncakeSpec()
-    #: CPU backend settings, used on Intel Xeon hardware only (env of every engine process).
-    cpu: CpuSpec = CpuSpec()
-    unit: UnitSpec = UnitSpec()
-    api_key: Optional[SecretStr] = None
-    #: Operator env added to every engine process (after the recipe's env).
-    extra_env: dict[str, str] = {}
-    #: Values for recipe placeholders the inventory cannot derive (e.g. ``IB_IF``).
-    placeholders: dict[str, str] = {}
-    config_dir: str = "/etc/vllm-fleet"
-    unit_dir: str = "/etc/systemd/system"
-    #: Host directory under which each engine container keeps its compile caches (vLLM's
-    #: torch.compile cache, inductor's and Triton's kernels) across restarts; null: none.
-    compile_cache_dir: Optional[str] = "/var/cache/vllm-fleet/compile"
-    docker_binary: str = "/usr/bin/docker"
-    #: JSON file of pinned resolutions (as written to plan.json) used instead of the engine.
-    resolution_file: Optional[str] = None
-
-    @field_validator("name")
-    @classmethod
-    def _name(cls, value: Optional[str]) -> Optional[str]:
-        if value is not None and not NAME_RE.match(value):
-            raise ValueError("must match " + NAME_RE.pattern + " (used in unit and container names)")
-        return value
-
-    @field_validator("advanced_args", mode="before")
-    @classmethod
-    def _args(cls, value: Any) -> Any:
-        if isinstance(value, str):
-            raise ValueError("must be a list of argv tokens, e.g. ['--max-model-len', '8192']")
-        if isinstance(value, list):
-            return [str(item) if isinstance(item, (int, float)) and not isinstance(item, bool)
-                    else item for item in value]
-        return value
-
-    @field_validator("extra_env")
-    @classmethod
-    def _env_keys(cls, value: dict[str, str]) -> dict[str, str]:
-        for key in value:
-            if not _ENV_KEY_RE.match(key):
-                raise ValueError(f"{key!r} is not a valid environment variable name")
-        return value
-
-    @field_validator("placeholders")
-    @classmethod
-    def _placeholder_names(cls, value: dict[str, str]) -> dict[str, str]:
-        for key in value:
-            if not _PLACEHOLDER_NAME_RE.match(key):
-                raise ValueError(f"{key!r}: placeholder names are upper case without '$', e.g. IB_IF")
-        return value
-
-    @field_validator("config_dir", "unit_dir", "docker_binary", "compile_cache_dir")
-    @classmethod
-    def _abs(cls, value: Optional[str]) -> Optional[str]:
-        if value is None:
-            return value
-        if not value.startswith("/"):
-            raise ValueError("must be an absolute path")
-        return value.rstrip("/") or "/"
-
-    def selection(self) -> dict[str, Any]:
-        """The engine selection this declaration asks for (unset keys omitted)."""
-        out: dict[str, Any] = {}
-        for key in ("variant", "hardware", "strategy", "features", "frontend", "kv_offload"):
-            value = getattr(self, key)
-            if value is not None:
-                out[key] = list(value) if isinstance(value, list) else value
-        if self.feature_modes:
-            out["feature_modes"] = dict(self.feature_modes)
-        if self.advanced_args:
-            out["advanced_args"] = list(self.advanced_args)
-        return out
 
 
 # --------------------------------------------------------------------------------------
@@ -544,13 +88,6 @@ class HostSpec:
     mooncake_device: str = ""
     placeholders: Mapping[str, str] = field(default_factory=dict)
 
-
-def _is_ip(value: str) -> bool:
-    try:
-        ipaddress.ip_address(value)
-    except ValueError:
-        return False
-    return True
 
 
 def _as_roles(host: str, var: str, value: Any, allowed: Sequence[str]) -> tuple[str, ...]:
@@ -618,16 +155,16 @@ def host_spec(name: str, hostvars: Mapping[str, Any]) -> HostSpec:
     source = ""
     explicit = _opt_str(name, "vllm_fabric_address", hostvars.get("vllm_fabric_address"))
     if explicit is not None:
-        if not _is_ip(explicit):
+        if not is_ip(explicit):
             raise InventoryError(f"hostvars[{name!r}].vllm_fabric_address", value=explicit,
                                  expected="an IPv4 or IPv6 address",
                                  fix=f"set vllm_fabric_address on {name} to the node's cluster-network IP")
         address, source = check_address(name, "vllm_fabric_address", explicit), "vllm_fabric_address"
     else:
         ansible_host = hostvars.get("ansible_host")
-        if isinstance(ansible_host, str) and _is_ip(ansible_host.strip()):
+        if isinstance(ansible_host, str) and is_ip(ansible_host.strip()):
             address, source = check_address(name, "ansible_host", ansible_host.strip()), "ansible_host"
-        elif isinstance(default_v4.get("address"), str) and _is_ip(default_v4["address"]):
+        elif isinstance(default_v4.get("address"), str) and is_ip(default_v4["address"]):
             address = check_address(name, "ansible_default_ipv4.address", default_v4["address"])
             source = "ansible_default_ipv4.address"
         elif isinstance(ansible_host, str) and ansible_host.strip():
@@ -681,7 +218,7 @@ def host_spec(name: str, hostvars: Mapping[str, Any]) -> HostSpec:
 
     placeholders_raw = hostvars.get("vllm_placeholders") or {}
     if not isinstance(placeholders_raw, Mapping) or not all(
-            isinstance(k, str) and _PLACEHOLDER_NAME_RE.match(k) for k in placeholders_raw):
+            isinstance(k, str) and PLACEHOLDER_NAME_RE.match(k) for k in placeholders_raw):
         raise InventoryError(f"hostvars[{name!r}].vllm_placeholders", value=placeholders_raw,
                              expected="a mapping of upper-case placeholder names (no '$') to values",
                              fix=f"write vllm_placeholders on {name} as {{IB_IF: mlx5_0}}")

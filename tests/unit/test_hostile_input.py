@@ -407,7 +407,7 @@ def test_vllm_plan_writes_and_prunes_only_inside_its_dest(rel, inside):
     ("vllm/openai@sha256:abc", False), ("x\n", False), ("", False), ("a" * 600, False),
 ])
 def test_check_image_follows_dockers_reference_grammar(image, ok):
-    from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._inventory import check_image
+    from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._inventory_checks import check_image
     if ok:
         assert check_image("vllm_deployment.image", image) == image
     else:

@@ -1,0 +1,270 @@
+# Copyright: (c) 2026, vllm_fleet maintainers
+# Apache License 2.0 (see LICENSE)
+"""The ``vllm_deployment`` mapping as pydantic models (:class:`DeploymentSpec`).
+
+PRIVATE to the vllm_fleet.recipes collection: not a public API, may change
+without notice. Other collections must not import it.
+
+The models check types, ranges and names; the strings they hold are checked
+for hostile content by ``_inventory_checks`` (``check_deployment_strings``).
+docs/plan.md documents every key.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Literal, Optional
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    field_validator,
+    model_validator,
+)
+
+__all__ = [
+    "NAME_RE",
+    "PLACEHOLDER_NAME_RE",
+    "CpuSpec",
+    "DeploymentSpec",
+    "MooncakeSpec",
+    "PdSpec",
+    "PoolSpec",
+    "PortsSpec",
+    "RouterSpec",
+    "UnitSpec",
+    "WeightsSpec",
+]
+
+#: Deployment names end up in unit names, container names and file names.
+NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
+_ENV_KEY_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+PLACEHOLDER_NAME_RE = re.compile(r"^[A-Z][A-Z0-9_]*$")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class PoolSpec(_Strict):
+    """Size and parallelism of one prefill/decode pool (defaults: from the inventory)."""
+
+    nodes: Optional[int] = Field(default=None, ge=1, le=1024)
+    parallelism: Optional[Literal["tp", "tep", "dep"]] = None
+
+
+class PdSpec(_Strict):
+    """Prefill/decode layout. Pools come from child groups or ``vllm_pd_role``."""
+
+    prefill: PoolSpec = PoolSpec()
+    decode: PoolSpec = PoolSpec()
+    #: Child group names; default ``<group>_prefill`` / ``<group>_decode`` / ``<group>_router``.
+    prefill_group: Optional[str] = None
+    decode_group: Optional[str] = None
+    router_group: Optional[str] = None
+
+
+class PortsSpec(_Strict):
+    """Host ports. Unset values come from the recipe's argv or vLLM's defaults."""
+
+    #: API port of single/head/instance processes (appends ``--port`` when the recipe has none).
+    api: Optional[int] = Field(default=None, ge=1, le=65535)
+    #: ``--master-port`` of the mp multi-node backend (vLLM default 29501).
+    master: Optional[int] = Field(default=None, ge=1, le=65535)
+    #: Value for ``$PREFILL_DP_RPC_PORT`` / ``$DECODE_DP_RPC_PORT``.
+    prefill_dp_rpc: int = Field(default=29550, ge=1, le=65535)
+    decode_dp_rpc: int = Field(default=29551, ge=1, le=65535)
+    #: Router listen port (``$ROUTER_PORT``); default: the recipe's router port, else 30000.
+    router: Optional[int] = Field(default=None, ge=1, le=65535)
+    #: The router's Prometheus port (``--prometheus-port``); default vllm-router's own 29000.
+    router_metrics: Optional[int] = Field(default=None, ge=1, le=65535)
+
+
+class WeightsSpec(_Strict):
+    """Where model weights live on each host and how they get there."""
+
+    #: Host directory mounted at ``/root/.cache/huggingface`` in the container.
+    cache_dir: str = "/root/.cache/huggingface"
+    #: ``download``: fetched before start (serving runs with ``HF_HUB_OFFLINE=1``);
+    #: ``shared_fs``: already present on a shared filesystem (also offline);
+    #: ``container``: vLLM downloads at start (the token is then passed to the container);
+    #: ``import``: pre-staged files (``source``, a directory or tar archive on the origin host)
+    #: are laid out as an HF cache snapshot there, then copied like a download (offline sites).
+    mode: Literal["download", "shared_fs", "container", "import"] = "download"
+    #: ``import`` only: absolute path, on the origin host, of the pre-staged directory or archive.
+    source: Optional[str] = None
+    revision: Optional[str] = None
+    endpoint: Optional[str] = None
+    token: Optional[SecretStr] = None
+
+    @field_validator("cache_dir")
+    @classmethod
+    def _absolute(cls, value: str) -> str:
+        if not value.startswith("/"):
+            raise ValueError("must be an absolute path")
+        return value.rstrip("/") or "/"
+
+
+class RouterSpec(_Strict):
+    """How the vllm-router process runs (PD clusters and multi-instance Mooncake)."""
+
+    runtime: Literal["venv", "container"] = "venv"
+    venv: str = "/opt/vllm-router"
+    image: Optional[str] = None
+    #: Value of ``$ROUTER_HOST`` (the router's bind address).
+    bind_address: str = "0.0.0.0"
+    #: ``--policy`` of the router in front of independent replicas (default: vllm-router's own).
+    policy: Optional[Literal["random", "round_robin", "cache_aware", "power_of_two",
+                             "consistent_hash"]] = None
+
+    @model_validator(mode="after")
+    def _image_for_container(self) -> "RouterSpec":
+        if self.runtime == "container" and not self.image:
+            raise ValueError("router.image is required when router.runtime is 'container'")
+        return self
+
+
+class MooncakeSpec(_Strict):
+    """Where the Mooncake master/store binaries live (``mooncake-transfer-engine`` venv)."""
+
+    venv: str = "/opt/mooncake"
+
+
+class UnitSpec(_Strict):
+    """systemd supervision knobs."""
+
+    restart_sec: int = Field(default=30, ge=1, le=3600)
+    stop_timeout: int = Field(default=120, ge=1, le=3600)
+    #: Default ``TimeoutStartSec`` when the recipe sets no ``VLLM_ENGINE_READY_TIMEOUT_S``.
+    start_timeout: int = Field(default=1800, ge=1, le=86400)
+    #: Group watchdog of multi-node groups (docs/operations.md): one per rank host.
+    watchdog: bool = True
+    #: Seconds between two probes of the group head's ``/health``.
+    watchdog_interval: int = Field(default=5, ge=1, le=3600)
+    #: Seconds the head may fail ``/health`` (after being healthy) before the rank restarts.
+    watchdog_grace: int = Field(default=30, ge=1, le=86400)
+
+
+class CpuSpec(_Strict):
+    """vLLM's CPU backend (Intel Xeon hardware, generation ``cpu``): the env it reads."""
+
+    #: GiB of host memory for the KV cache of each engine (``VLLM_CPU_KVCACHE_SPACE``).
+    kvcache_space_gb: int = Field(default=40, ge=1, le=65536)
+    #: OpenMP thread binding (``VLLM_CPU_OMP_THREADS_BIND``): ``auto`` (one NUMA node per rank),
+    #: ``nobind``, or CPU lists per rank separated by ``|`` (e.g. ``0-31|32-63``).
+    omp_threads_bind: str = Field(default="auto", pattern=r"^(auto|nobind|[0-9]+(-[0-9]+)?(,[0-9]+(-[0-9]+)?)*"
+                                                          r"(\|[0-9]+(-[0-9]+)?(,[0-9]+(-[0-9]+)?)*)*)$")
+    #: CPUs per rank left to the API server and other threads when binding ``auto``.
+    reserved_cpus: Optional[int] = Field(default=None, ge=0, le=4096)
+
+    def env(self) -> dict[str, str]:
+        out = {"VLLM_CPU_KVCACHE_SPACE": str(self.kvcache_space_gb), "VLLM_CPU_OMP_THREADS_BIND": self.omp_threads_bind}
+        if self.reserved_cpus is not None:
+            out["VLLM_CPU_NUM_OF_RESERVED_CPU"] = str(self.reserved_cpus)
+        return out
+
+
+class DeploymentSpec(_Strict):
+    """One ``vllm_deployment`` mapping (see docs/plan.md for every key)."""
+
+    name: Optional[str] = None
+    group: Optional[str] = None
+    recipe: str = Field(min_length=1)
+    variant: Optional[str] = None
+    hardware: Optional[str] = None
+    strategy: Optional[str] = None
+    features: Optional[list[str]] = None
+    feature_modes: dict[str, str] = {}
+    frontend: Optional[str] = None
+    kv_offload: Optional[str] = None
+    kv_instances: Optional[int] = Field(default=None, ge=1, le=1024)
+    node_count: Optional[int] = Field(default=None, ge=1, le=1024)
+    #: Independent copies of a single-node strategy, one per engine host, behind the router host.
+    replicas: Optional[int] = Field(default=None, ge=1, le=1024)
+    advanced_args: list[str] = []
+    pd: PdSpec = PdSpec()
+    ports: PortsSpec = PortsSpec()
+    image: Optional[str] = None
+    container_profile: Literal["hardened", "upstream"] = "hardened"
+    #: ``nvidia``: ``--gpus all``; ``cdi``: ``--device nvidia.com/gpu=all``; ``none``: no
+    #: accelerator flags at all (CPU-only test hosts running a stand-in engine image).
+    gpu_runtime: Literal["nvidia", "cdi", "none"] = "nvidia"
+    rdma: bool = False
+    #: Extra docker flags inserted before the image (hardened profile only).
+    container_args: list[str] = []
+    weights: WeightsSpec = WeightsSpec()
+    router: RouterSpec = RouterSpec()
+    mooncake: MooncakeSpec = MooncakeSpec()
+    #: CPU backend settings, used on Intel Xeon hardware only (env of every engine process).
+    cpu: CpuSpec = CpuSpec()
+    unit: UnitSpec = UnitSpec()
+    api_key: Optional[SecretStr] = None
+    #: Operator env added to every engine process (after the recipe's env).
+    extra_env: dict[str, str] = {}
+    #: Values for recipe placeholders the inventory cannot derive (e.g. ``IB_IF``).
+    placeholders: dict[str, str] = {}
+    config_dir: str = "/etc/vllm-fleet"
+    unit_dir: str = "/etc/systemd/system"
+    #: Host directory under which each engine container keeps its compile caches (vLLM's
+    #: torch.compile cache, inductor's and Triton's kernels) across restarts; null: none.
+    compile_cache_dir: Optional[str] = "/var/cache/vllm-fleet/compile"
+    docker_binary: str = "/usr/bin/docker"
+    #: JSON file of pinned resolutions (as written to plan.json) used instead of the engine.
+    resolution_file: Optional[str] = None
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: Optional[str]) -> Optional[str]:
+        if value is not None and not NAME_RE.match(value):
+            raise ValueError("must match " + NAME_RE.pattern + " (used in unit and container names)")
+        return value
+
+    @field_validator("advanced_args", mode="before")
+    @classmethod
+    def _args(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            raise ValueError("must be a list of argv tokens, e.g. ['--max-model-len', '8192']")
+        if isinstance(value, list):
+            return [str(item) if isinstance(item, (int, float)) and not isinstance(item, bool)
+                    else item for item in value]
+        return value
+
+    @field_validator("extra_env")
+    @classmethod
+    def _env_keys(cls, value: dict[str, str]) -> dict[str, str]:
+        for key in value:
+            if not _ENV_KEY_RE.match(key):
+                raise ValueError(f"{key!r} is not a valid environment variable name")
+        return value
+
+    @field_validator("placeholders")
+    @classmethod
+    def _placeholder_names(cls, value: dict[str, str]) -> dict[str, str]:
+        for key in value:
+            if not PLACEHOLDER_NAME_RE.match(key):
+                raise ValueError(f"{key!r}: placeholder names are upper case without '$', e.g. IB_IF")
+        return value
+
+    @field_validator("config_dir", "unit_dir", "docker_binary", "compile_cache_dir")
+    @classmethod
+    def _abs(cls, value: Optional[str]) -> Optional[str]:
+        if value is None:
+            return value
+        if not value.startswith("/"):
+            raise ValueError("must be an absolute path")
+        return value.rstrip("/") or "/"
+
+    def selection(self) -> dict[str, Any]:
+        """The engine selection this declaration asks for (unset keys omitted)."""
+        out: dict[str, Any] = {}
+        for key in ("variant", "hardware", "strategy", "features", "frontend", "kv_offload"):
+            value = getattr(self, key)
+            if value is not None:
+                out[key] = list(value) if isinstance(value, list) else value
+        if self.feature_modes:
+            out["feature_modes"] = dict(self.feature_modes)
+        if self.advanced_args:
+            out["advanced_args"] = list(self.advanced_args)
+        return out
