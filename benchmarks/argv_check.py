@@ -19,7 +19,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / ".collections"))  # `make collections` links this checkout there
 
-from ansible_collections.vllm_fleet.recipes.plugins.modules import vllm_argv_check as M  # noqa: E402
+from ansible_collections.vllm_fleet.recipes.plugins.module_utils import _argv_check as M  # noqa: E402
 
 
 def argvs(count: int) -> list[list[str]]:

@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
+from ansible_collections.vllm_fleet.recipes.plugins.module_utils import _argv_check as M
 from ansible_collections.vllm_fleet.recipes.plugins.module_utils import _argv_checker as C
-from ansible_collections.vllm_fleet.recipes.plugins.modules import vllm_argv_check as M
 
 REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent

@@ -20,7 +20,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ansible_collections.vllm_fleet.recipes.plugins.modules import vllm_drift_info as D
+from ansible_collections.vllm_fleet.recipes.plugins.module_utils import _drift as D
+from ansible_collections.vllm_fleet.recipes.plugins.module_utils._drift_host import read_file
+from ansible_collections.vllm_fleet.recipes.plugins.module_utils._systemd_show import parse_show
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils import _placement as P
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils import _render as R
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._container import SECRET_SHIM
@@ -348,19 +350,19 @@ def test_files_in_sync_differing_missing_and_mode(tmp_path):
     env = tmp_path / "vllm-x.env"
     env.write_text("# header\nA=1\nB=2\n")
     env.chmod(0o600)
-    assert D.file_drift(planned(env, "# header\nA=1\nB=2\n"), D.read_file(str(env), True)) == ([], None)
+    assert D.file_drift(planned(env, "# header\nA=1\nB=2\n"), read_file(str(env), True)) == ([], None)
 
-    entries, diff = D.file_drift(planned(env, "# header\nA=1\nB=3\nC=4\n"), D.read_file(str(env), True), "vllm-x.service")
+    entries, diff = D.file_drift(planned(env, "# header\nA=1\nB=3\nC=4\n"), read_file(str(env), True), "vllm-x.service")
     assert entries == [{"unit": "vllm-x.service", "kind": "file", "detail": f"{env} differs from the plan (+2 -1 lines)"}]
     assert diff == {"before_header": f"{env} (on the host)", "after_header": f"{env} (plan)",
                     "before": "# header\nA=1\nB=2\n", "after": "# header\nA=1\nB=3\nC=4\n"}
 
     env.chmod(0o644)
-    entries, diff = D.file_drift(planned(env, "# header\nA=1\nB=2\n"), D.read_file(str(env), True))
+    entries, diff = D.file_drift(planned(env, "# header\nA=1\nB=2\n"), read_file(str(env), True))
     assert [e["detail"] for e in entries] == [f"{env} has mode 0644, the plan 0600"] and diff is None
 
     gone = tmp_path / "gone.service"
-    entries, diff = D.file_drift(planned(gone, "[Unit]\n"), D.read_file(str(gone), True))
+    entries, diff = D.file_drift(planned(gone, "[Unit]\n"), read_file(str(gone), True))
     assert [e["detail"] for e in entries] == [f"{gone} is missing"]
     assert diff["before"] == "" and diff["after"] == "[Unit]\n"
 
@@ -369,7 +371,7 @@ def test_secret_files_are_compared_by_hash_only(tmp_path):
     secret = tmp_path / "vllm-x.secret.env"
     secret.write_text("VLLM_API_KEY='sk-old-value'\n")
     secret.chmod(0o600)
-    current = D.read_file(str(secret), False)
+    current = read_file(str(secret), False)
     assert "text" not in current
     assert D.file_drift(planned(secret, "VLLM_API_KEY='sk-old-value'\n", with_content=False), current) == ([], None)
     entries, diff = D.file_drift(planned(secret, "VLLM_API_KEY='sk-new-value'\n", with_content=False), current)
@@ -381,7 +383,7 @@ def test_secret_files_are_compared_by_hash_only(tmp_path):
 def test_diffs_mask_secret_looking_lines(tmp_path):
     env = tmp_path / "vllm-x.env"
     env.write_text("A=1\nWANDB_API_KEY=old-wandb\n")
-    _entries, diff = D.file_drift(planned(env, "A=2\nWANDB_API_KEY=new-wandb\n"), D.read_file(str(env), True))
+    _entries, diff = D.file_drift(planned(env, "A=2\nWANDB_API_KEY=new-wandb\n"), read_file(str(env), True))
     assert diff["before"] == "A=1\nWANDB_API_KEY=<hidden>\n" and diff["after"] == "A=2\nWANDB_API_KEY=<hidden>\n"
 
 
@@ -405,7 +407,7 @@ WATCHDOG = {"unit": "vllm-g-rank0-watchdog.service", "container": None, "image":
 def test_host_processes():
     show = ("Id=vllm-g-rank0-watchdog.service\nActiveState=active\nSubState=running\nMainPID=812\n\n"
             "Id=vllm-g-router.service\nActiveState=failed\nSubState=failed\nMainPID=0\n")
-    states = D.parse_show(show)
+    states = parse_show(show)
     assert states["vllm-g-rank0-watchdog.service"]["MainPID"] == "812"
     # a script: the kernel puts its interpreter first
     cmdline = ["/usr/bin/python3"] + WATCHDOG["exec_start"]
