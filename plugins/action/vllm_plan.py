@@ -20,11 +20,8 @@ from ansible.plugins.action import ActionBase
 try:
     from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._catalog import load_catalog
     from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._errors import RecipeError
-    from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._placement import (
-        build_plan,
-        engine_factory,
-        plan_to_dict,
-    )
+    from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._placement import build_plan, engine_factory
+    from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._plan_view import plan_to_dict
     from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._render import (
         file_mode,
         install_manifest,

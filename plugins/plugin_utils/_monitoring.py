@@ -6,7 +6,7 @@ PRIVATE to the vllm_fleet.recipes collection: not a public API, may change
 without notice. Other collections must not import it.
 
 Everything here is pure and works on the plan as ``plan.json`` holds it
-(:func:`_placement.plan_to_dict`), so the render, the deploy roles and the
+(:func:`_plan_view.plan_to_dict`), so the render, the deploy roles and the
 status playbook share one implementation:
 
 * :func:`file_sd` -- one Prometheus ``file_sd`` document per deployment: every
@@ -32,7 +32,7 @@ from urllib.parse import urlsplit
 import yaml
 
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._inventory import InventoryError
-from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._placement import served_model
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._plan_view import served_model
 
 __all__ = [
     "ALERT_DEFAULTS",

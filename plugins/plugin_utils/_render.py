@@ -32,13 +32,9 @@ from typing import Any, Iterable, Mapping, Optional
 
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils import _monitoring
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils import _unitfile as U
-from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._placement import (
-    DeploymentPlan,
-    FleetPlan,
-    Process,
-    find_placeholders,
-    plan_to_dict,
-)
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._argv_tools import find_placeholders
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._plan_model import DeploymentPlan, FleetPlan, Process
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._plan_view import plan_to_dict
 
 __all__ = [
     "MANAGED_HEADER",

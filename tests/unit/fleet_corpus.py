@@ -18,7 +18,7 @@ from typing import Any, Iterable, Mapping, Optional
 
 import yaml
 
-from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._placement import BoundEngine
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._plan_model import BoundEngine
 
 
 def corpus_path(shared: Path) -> Path:

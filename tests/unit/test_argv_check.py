@@ -313,9 +313,9 @@ def test_validate_playbook_refuses_the_seed_recipe_on_vllm_0_32(tmp_path):
     (["--bad 'unclosed"], ["--bad 'unclosed"]),
 ])
 def test_split_joined_flags(argv, expected):
-    from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils import _placement as P
+    from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils import _argv_tools as A
 
-    assert P.split_joined_flags(argv) == expected
+    assert A.split_joined_flags(argv) == expected
 
 
 def test_plan_splits_a_joined_flag_from_advanced_args():
@@ -384,9 +384,9 @@ def test_names_against_the_images_registries(args, stage, words):
      ["vllm-router", "--vllm-pd-disaggregation", "--prefill", "http://p:8000", "--decode", "http://d:8000"]),
 ])
 def test_router_argv_for_the_pinned_router(argv, expected):
-    from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils import _placement as P
+    from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils import _argv_tools as A
 
-    assert P.router_argv_for_pinned(argv) == expected
+    assert A.router_argv_for_pinned(argv) == expected
     if "vllm_router" in sys.modules or shutil.which("vllm-router"):
         check = M.ArgvCheck(kind="router", processes=[dict(argv=expected)], router_python=sys.executable,
                             cache_dir=tempfile.mkdtemp())

@@ -18,6 +18,7 @@ from test_standins import ROUTER_CLI, stop
 
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils import _monitoring as M
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils import _placement as P
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils import _plan_view as V
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils import _render as R
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._inventory import InventoryError
 
@@ -85,7 +86,7 @@ def test_target_labels():
     fleet = example_fleet("pd_cluster")
     (dep,) = fleet.deployments
     groups = M.file_sd(P.plan_to_dict(fleet))[dep.name]
-    model = P.served_model(next(p for p in dep.processes if p.kind == "engine").argv)
+    model = V.served_model(next(p for p in dep.processes if p.kind == "engine").argv)
     assert model
     for group in groups:
         labels = group["labels"]

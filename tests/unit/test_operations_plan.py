@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils import _placement as P
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils import _plan_model as PM
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._inventory import InventoryError
 
 RECIPE = "zai-org/GLM-5.3-Flash"
@@ -77,7 +78,7 @@ def test_multi_node_group_rolls_as_one_batch_and_gets_a_watchdog_per_rank():
     head = next(p for p in ranks if p.role == "head")
     for dog in dogs:
         rank = next(p for p in ranks if p.host == dog.host)
-        assert dog.exec_argv == [P.WATCHDOG_PYTHON, P.WATCHDOG_BINARY, "--unit", rank.unit_file, "--head-url", head.health_url,
+        assert dog.exec_argv == [PM.WATCHDOG_PYTHON, PM.WATCHDOG_BINARY, "--unit", rank.unit_file, "--head-url", head.health_url,
                                  "--interval", "2", "--grace", "7", "--rearm-after", str(plan.start_timeout),
                                  "--state-file", f"/run/vllm-fleet/{rank.unit}.watchdog.json"]
         assert dog.restart_group == rank.restart_group and dog.start_order > head.start_order

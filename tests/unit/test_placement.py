@@ -12,7 +12,9 @@ from typing import Any
 
 import pytest
 
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils import _argv_tools as A
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils import _placement as P
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils import _plan_view as V
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._inventory import InventoryError
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._render import render_env_file
 from fleet_corpus import CorpusEngine, hardware_profiles, load_cases
@@ -129,7 +131,7 @@ def test_find_placeholders_walks_keys_lists_and_values():
      ["mooncake_master", "-rpc_port=50051", "-logtostderr"]),
 ])
 def test_command_to_argv(command, argv):
-    assert P.command_to_argv(command) == argv
+    assert A.command_to_argv(command) == argv
 
 
 def test_recorded_resolver_replays_and_names_missing_overrides():
@@ -278,7 +280,7 @@ def test_pd_colocated_pair_splits_one_node(corpus):
     assert {p.number for p in dec.ports} == {8002, 5558}
     assert pre.env["VLLM_NIXL_SIDE_CHANNEL_HOST"] == addr(0)
     # the site's router command, plus our one deviation: a reachable Prometheus port (docs/observability.md)
-    assert router.argv == filled(P.command_to_argv(case["router"]["command"]),
+    assert router.argv == filled(A.command_to_argv(case["router"]["command"]),
                                  {**mapping, "ROUTER_HOST": "0.0.0.0", "ROUTER_PORT": "30000"}) + [
         "--prometheus-port", "29000", "--prometheus-host", "0.0.0.0"]
     assert router.exec_argv[0] == "/opt/vllm-router/bin/vllm-router"
@@ -435,7 +437,7 @@ def test_compile_cache_is_one_mount_per_engine_and_the_operator_env_wins(corpus)
     assert proc.env["TORCHINDUCTOR_CACHE_DIR"] == "/root/.cache/vllm/torchinductor"
     assert proc.env["TRITON_CACHE_DIR"] == "/root/.cache/vllm/triton"
     assert "-e" not in argv  # env only through the file
-    assert P.process_to_dict(proc)["compile_cache"] == proc.compile_cache
+    assert V.process_to_dict(proc)["compile_cache"] == proc.compile_cache
 
     (own,) = by_unit(place(engine, dict(base, compile_cache_dir="/data/kernels/",
                                         extra_env={"TRITON_CACHE_DIR": "/scratch/triton"}), ["a"])).values()
@@ -551,10 +553,10 @@ def test_seed_pd_two_prefill_dep_ranks_and_one_decode():
                         children={"dep_prefill": ["p0", "p1"], "dep_decode": ["d0"], "dep_router": ["r"]})
     procs = by_unit(fleet)
     p0, p1 = procs["vllm-dep-prefill-0"], procs["vllm-dep-prefill-1"]
-    assert P.flag_value(p0.argv, "--data-parallel-start-rank") in (None, "0")
-    assert P.flag_value(p1.argv, "--data-parallel-start-rank") == "8"
-    assert P.flag_value(p1.argv, "--data-parallel-address") == addr(0)
-    assert P.flag_value(p0.argv, "--data-parallel-rpc-port") == "29550"
+    assert A.flag_value(p0.argv, "--data-parallel-start-rank") in (None, "0")
+    assert A.flag_value(p1.argv, "--data-parallel-start-rank") == "8"
+    assert A.flag_value(p1.argv, "--data-parallel-address") == addr(0)
+    assert A.flag_value(p0.argv, "--data-parallel-rpc-port") == "29550"
     assert p1.env["VLLM_NIXL_SIDE_CHANNEL_HOST"] == addr(1)
     # each DP rank of the second node binds its own side-channel port
     assert {p.number for p in p1.ports if p.purpose == "nixl-side-channel"} == set(range(5557 + 8, 5557 + 16))

@@ -1,0 +1,186 @@
+# Copyright: (c) 2026, vllm_fleet maintainers
+# Apache License 2.0 (see LICENSE)
+"""argv and placeholder helpers: vLLM flags, ``$PLACEHOLDER`` filling, recipe command splitting.
+
+PRIVATE to the vllm_fleet.recipes collection: not a public API, may change
+without notice. Other collections must not import it.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+import shlex
+from typing import Any, Mapping, Optional, Sequence
+
+_PLACEHOLDER_RE = re.compile(r"\$\{([A-Z][A-Z0-9_]*)\}|\$([A-Z][A-Z0-9_]*)")
+
+_SHORT_ALIASES = {
+    "--tensor-parallel-size": ("-tp",),
+    "--pipeline-parallel-size": ("-pp",),
+    "--data-parallel-size": ("-dp",),
+    "--data-parallel-size-local": ("-dpl",),
+    "--data-parallel-start-rank": ("-dpr",),
+    "--data-parallel-address": ("-dpa",),
+    "--data-parallel-rpc-port": ("-dpp",),
+}
+
+
+def flag_value(argv: Sequence[str], name: str) -> Optional[str]:
+    """Last value of ``name`` (``--x v`` or ``--x=v``; short aliases too)."""
+    names = (name,) + _SHORT_ALIASES.get(name, ())
+    found: Optional[str] = None
+    for index, token in enumerate(argv):
+        for candidate in names:
+            if token == candidate and index + 1 < len(argv):
+                found = argv[index + 1]
+            elif token.startswith(candidate + "="):
+                found = token[len(candidate) + 1:]
+    return found
+
+
+def has_flag(argv: Sequence[str], name: str) -> bool:
+    return any(t == name or t.startswith(name + "=") for t in argv)
+
+
+def int_flag(argv: Sequence[str], name: str, default: int) -> int:
+    value = flag_value(argv, name)
+    if value is None:
+        return default
+    try:
+        return int(value)
+    except ValueError:
+        return default
+
+
+def gpus_per_node(argv: Sequence[str]) -> int:
+    """Accelerators one node needs for this vLLM argv.
+
+    ``tp * pp * dp_local`` (``dp_local`` defaults to the DP size on one node);
+    the mp backend splits ``tp * pp`` over ``--nnodes``.
+    """
+    tp = int_flag(argv, "--tensor-parallel-size", 1)
+    pp = int_flag(argv, "--pipeline-parallel-size", 1)
+    dp = int_flag(argv, "--data-parallel-size", 1)
+    dp_local = int_flag(argv, "--data-parallel-size-local", dp)
+    nnodes = max(1, int_flag(argv, "--nnodes", 1))
+    if has_flag(argv, "--nnodes") and nnodes > 1:
+        return max(1, (tp * pp * dp) // nnodes)
+    return max(1, tp * pp * dp_local)
+
+
+def find_placeholders(value: Any) -> list[str]:
+    """Every ``$NAME`` / ``${NAME}`` left in a string, list or mapping (sorted, unique)."""
+    found: set[str] = set()
+
+    def walk(item: Any) -> None:
+        if isinstance(item, str):
+            for match in _PLACEHOLDER_RE.finditer(item):
+                found.add(match.group(1) or match.group(2))
+        elif isinstance(item, Mapping):
+            for key, sub in item.items():
+                walk(key)
+                walk(sub)
+        elif isinstance(item, (list, tuple)):
+            for sub in item:
+                walk(sub)
+
+    walk(value)
+    return sorted(found)
+
+
+def url_host(address: str) -> str:
+    """``address`` as the host part of a URL: IPv6 literals in brackets (RFC 3986)."""
+    return f"[{address}]" if ":" in address and not address.startswith("[") else address
+
+
+def fill_placeholders(value: Any, mapping: Mapping[str, str]) -> Any:
+    """Replace known ``$NAME`` / ``${NAME}`` tokens; unknown ones stay for the final check.
+
+    An IPv6 address filled in where a URL host goes (after ``://``, or before ``:PORT``)
+    is bracketed.
+    """
+
+    def sub(text: str) -> str:
+        def repl(match: "re.Match[str]") -> str:
+            name = match.group(1) or match.group(2)
+            if name not in mapping:
+                return match.group(0)
+            value = mapping[name]
+            in_url = (text[:match.start()].endswith(("://", "@"))
+                      or re.match(r":[0-9]", text[match.end():match.end() + 2]) is not None)
+            return url_host(value) if in_url and _is_ipv6(value) else value
+
+        return _PLACEHOLDER_RE.sub(repl, text)
+
+    if isinstance(value, str):
+        return sub(value) if "$" in value else value
+    if isinstance(value, Mapping):
+        return {k: fill_placeholders(v, mapping) for k, v in value.items()}
+    if isinstance(value, list):
+        return [fill_placeholders(v, mapping) for v in value]
+    return value
+
+
+def _is_ipv6(value: str) -> bool:
+    try:
+        return ipaddress.ip_address(value).version == 6
+    except ValueError:
+        return False
+
+
+def command_to_argv(command: str) -> list[str]:
+    """Split a recipes-site shell command (``\\``-continued, ``#`` comment lines)."""
+    lines = [line for line in command.splitlines() if not line.lstrip().startswith("#")]
+    return shlex.split("\n".join(lines).replace("\\\n", " "))
+
+
+def split_joined_flags(argv: Sequence[str]) -> list[str]:
+    """Split argv elements that hold a flag and its value joined by a space (``"--max-model-len auto"``).
+
+    Recipes keep such an element as one argv entry; the recipes site's shell command splits it, our
+    ``ExecStart`` would pass it as one argument, and vLLM refuses it. Split the way the shell would
+    (docs/engine.md, "Where the recipes site is wrong for a target"). Other elements (values such as
+    JSON, which never start with ``-``) are kept as they are.
+    """
+    out: list[str] = []
+    for token in argv:
+        if token.startswith("-") and any(ch.isspace() for ch in token):
+            try:
+                out += shlex.split(token)
+                continue
+            except ValueError:
+                pass
+        out.append(token)
+    return out
+
+
+def router_argv_for_pinned(argv: Sequence[str]) -> list[str]:
+    """A vllm-router argv the pinned vllm-router (0.1.17) accepts.
+
+    The Mooncake ``kv_store_lb`` recipes render one ``--backend-url URL`` per instance, a flag
+    vllm-router 0.1.17 (the newest published) does not have; it takes ``--worker-urls URL...``.
+    The URLs move to one ``--worker-urls`` where the first ``--backend-url`` was (docs/engine.md).
+    """
+    out: list[str] = []
+    urls: list[str] = []
+    at: Optional[int] = None
+    index = 0
+    while index < len(argv):
+        token = argv[index]
+        if token == "--backend-url" and index + 1 < len(argv):
+            urls.append(argv[index + 1])
+            index += 2
+        elif token.startswith("--backend-url="):
+            urls.append(token.split("=", 1)[1])
+            index += 1
+        else:
+            out.append(token)
+            index += 1
+            continue
+        at = len(out) if at is None else at
+    if at is not None:
+        out[at:at] = ["--worker-urls", *urls]
+    return out
+
+

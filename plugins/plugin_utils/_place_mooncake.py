@@ -1,0 +1,108 @@
+# Copyright: (c) 2026, vllm_fleet maintainers
+# Apache License 2.0 (see LICENSE)
+"""Mooncake for the placers that use it (``pd_cluster``, ``kv_store_lb``): master, stores, configs.
+
+PRIVATE to the vllm_fleet.recipes collection: not a public API, may change
+without notice. Other collections must not import it.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._argv_tools import (
+    command_to_argv,
+    fill_placeholders,
+    find_placeholders,
+)
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._placer_base import PlacerBase
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._plan_model import (
+    ORDER_MOONCAKE_MASTER,
+    ORDER_MOONCAKE_STORE,
+    ConfigFile,
+)
+
+
+def place_mooncake(placer: PlacerBase, roles: Mapping[str, list[str]], section: Mapping[str, Any],
+                   engine_hosts: Sequence[str]) -> list[tuple[str, str, str]]:
+    """Place master/store, write configs; return the engine-side config mount."""
+    master_hosts = roles["master"]
+    if len(master_hosts) > 1:
+        raise placer.error("mooncake", master_hosts, "one Mooncake master host",
+                           "keep vllm_mooncake_role: master on one host")
+    if master_hosts:
+        master = master_hosts[0]
+    elif roles["router"]:
+        master = roles["router"][0]
+    else:
+        master = [h for h in placer.decl.hosts if h not in roles["store"]][0]
+    placer.common["MOONCAKE_MASTER_IP"] = placer.address(master)
+    base = f"{placer.spec.config_dir}/{placer.decl.name}"
+    config_path = f"{base}/mooncake.json"
+    store_path = f"{base}/mooncake-store.json"
+    placer.common["MOONCAKE_CONFIG_PATH"] = config_path
+    placer.common["MOONCAKE_STORE_CONFIG_PATH"] = store_path
+    master_cmd = (section.get("master") or {}).get("command")
+    if master_cmd:
+        _master(placer, master, command_to_argv(master_cmd))
+    _stores(placer, roles, section.get("store"), store_path)
+    config = section.get("config") or section.get("mooncakeConfig")
+    if config:
+        _engine_configs(placer, roles, config, engine_hosts, config_path)
+    return [(config_path, config_path, "ro")]
+
+
+def _master(placer: PlacerBase, host: str, argv: list[str]) -> None:
+    port = None
+    for token in argv:
+        if token.startswith("-rpc_port="):
+            port = int(token.split("=", 1)[1])
+    placer.service_process(host=host, unit=placer.unit_name("mooncake-master"),
+                           kind="mooncake_master", argv=argv, venv=placer.spec.mooncake.venv,
+                           start_order=ORDER_MOONCAKE_MASTER, port=port,
+                           port_purpose="mooncake-master-rpc")
+
+
+def _stores(placer: PlacerBase, roles: Mapping[str, list[str]], store: Any, store_path: str) -> None:
+    """A store per store host (centralized topology); none for the distributed one."""
+    if store:
+        if not roles["store"]:
+            raise placer.error("mooncake", None,
+                               "at least one Mooncake store host (centralized topology)",
+                               "set vllm_mooncake_role: store on a host with spare RAM, or add it "
+                               f"to group {placer.decl.group}_mooncake_store")
+        for host in roles["store"]:
+            argv = command_to_argv(store["command"])
+            proc = placer.service_process(host=host, unit=placer.unit_name("mooncake-store"),
+                                          kind="mooncake_store", argv=argv, venv=placer.spec.mooncake.venv,
+                                          start_order=ORDER_MOONCAKE_STORE)
+            cfg = fill_placeholders(dict(store.get("config") or {}), {
+                **placer.mapping(host),
+                "MOONCAKE_STORE_DEVICE_NAME": placer.hosts[host].mooncake_device})
+            placer.check_filled(proc, cfg, "mooncake-store.json")
+            placer.config_files.append(ConfigFile(host=host, deployment=placer.decl.name,
+                                                  dest=store_path, name="mooncake-store.json",
+                                                  content=cfg))
+    elif roles["store"]:
+        raise placer.error("mooncake", roles["store"],
+                           "no store hosts for the distributed (embedded) topology",
+                           "remove vllm_mooncake_role: store, or use kv_store_centralized_mooncake")
+
+
+def _engine_configs(placer: PlacerBase, roles: Mapping[str, list[str]], config: Mapping[str, Any],
+                    engine_hosts: Sequence[str], config_path: str) -> None:
+    """The engine-side mooncake.json on every engine host (not on router/master-only/store hosts)."""
+    for host in engine_hosts:
+        if host in roles["router"] or (host in roles["master"] and host not in roles["prefill"]
+                                       and host not in roles["decode"]) \
+                or host in roles["store"]:
+            continue
+        cfg = fill_placeholders(dict(config), placer.mapping(host))
+        left = find_placeholders(cfg)
+        if left:
+            raise placer.error("mooncake.config", "$" + left[0],
+                               f"every placeholder filled on {host}",
+                               f"set vllm_placeholders.{left[0]} on {host}")
+        placer.config_files.append(ConfigFile(host=host, deployment=placer.decl.name,
+                                              dest=config_path, name="mooncake.json",
+                                              content=cfg))

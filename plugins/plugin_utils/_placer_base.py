@@ -1,0 +1,201 @@
+# Copyright: (c) 2026, vllm_fleet maintainers
+# Apache License 2.0 (see LICENSE)
+"""The base of the deploy-type placers: the resolution's image and vendor, role checks, the
+router, the multi-node group watchdogs, and the finished :class:`DeploymentPlan`.
+
+PRIVATE to the vllm_fleet.recipes collection: not a public API, may change
+without notice. Other collections must not import it.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Optional, Sequence
+
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._argv_tools import (
+    fill_placeholders,
+    flag_value,
+    has_flag,
+    router_argv_for_pinned,
+    url_host,
+)
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._container import HARDENED_VENDORS
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._placer_process import ProcessPlacer
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._plan_model import (
+    DEFAULT_ROUTER_METRICS_PORT,
+    ORDER_ROUTER,
+    ORDER_WATCHDOG,
+    WATCHDOG_BINARY,
+    WATCHDOG_PYTHON,
+    ConfigFile,
+    DeploymentPlan,
+    Port,
+    Process,
+)
+
+
+def vendor_of(profile: Optional[Mapping[str, Any]], hardware_id: Optional[str],
+              docker_meta: Mapping[str, Any]) -> str:
+    brand = str((profile or {}).get("brand") or "").lower()
+    generation = str((profile or {}).get("generation") or "").lower()
+    hw = (hardware_id or "").lower()
+    if brand in ("huawei", "ascend") or generation == "npu" or hw.startswith("ascend"):
+        return "ascend"
+    if brand == "amd" or docker_meta.get("isAmd"):
+        return "amd"
+    if brand == "google" or generation == "tpu" or docker_meta.get("isTpu"):
+        return "tpu"
+    if generation == "cpu":
+        return "cpu"
+    if brand == "intel" or docker_meta.get("isIntel") or docker_meta.get("isXpu"):
+        return "intel"
+    return "nvidia"
+
+
+class PlacerBase(ProcessPlacer):
+    """Places one declared deployment; a subclass per deploy type places its processes."""
+
+    def place(self, gpu_hosts: Sequence[str], roles: Mapping[str, list[str]]) -> DeploymentPlan:
+        self.place_processes(gpu_hosts, roles)
+        self.add_watchdogs()
+        return DeploymentPlan(
+            name=self.decl.name, group=self.decl.group, spec=self.spec,
+            deploy_type=self.deploy_type, vendor=self.vendor, hardware=self.engine.hardware_id,
+            image=self.spec.image or self.image, processes=self.processes,
+            config_files=self.config_files, resolutions=self.resolutions.records,
+            endpoint=self.endpoint, start_timeout=self.start_timeout,
+            selection=dict(self.engine.selection) or self.spec.selection(),
+            min_vllm_version=getattr(self.engine, "min_vllm_version", None))
+
+    def place_processes(self, gpu_hosts: Sequence[str], roles: Mapping[str, list[str]]) -> None:
+        """Add this deploy type's processes and config files (``gpu_hosts``: the engine hosts)."""
+        raise NotImplementedError
+
+    # -- the resolution ------------------------------------------------------------------
+    def _absorb(self, res: Mapping[str, Any]) -> None:
+        docker = res.get("docker") or {}
+        meta = docker.get("meta") or {}
+        if self.image is None:
+            self.image = docker.get("image") or meta.get("image")
+        self.vendor = vendor_of(self.engine.hardware_profile, self.engine.hardware_id, meta)
+        env = res.get("env") or (res.get("vllm") or {}).get("env") or \
+            (res.get("prefill") or {}).get("env") or {}
+        # the operator's extra_env wins over the recipe's (it also reaches the container env)
+        timeout = self.spec.extra_env.get("VLLM_ENGINE_READY_TIMEOUT_S", env.get("VLLM_ENGINE_READY_TIMEOUT_S"))
+        if timeout is not None and str(timeout).isdigit():
+            self.start_timeout = int(str(timeout))
+        self.deploy_type = str(res.get("deployType"))
+        if self.spec.container_profile == "hardened" and self.vendor not in HARDENED_VENDORS:
+            raise self.error("container_profile", "hardened",
+                             f"a vendor with hardened flags ({', '.join(HARDENED_VENDORS)}); "
+                             f"this hardware is {self.vendor}",
+                             "set container_profile: upstream for this deployment")
+
+    def _check_type(self, res: Mapping[str, Any], expected: str, shape_key: str) -> None:
+        if res.get("deployType") != expected or shape_key not in res:
+            raise self.error("strategy", self.spec.strategy,
+                             f"a {expected} resolution (got {res.get('deployType')!r})",
+                             "check strategy, node_count and the hosts in the group")
+
+    # -- role and key checks ----------------------------------------------------------------
+    def _no_extra_roles(self, roles: Mapping[str, list[str]], allowed: Sequence[str]) -> None:
+        for role in ("prefill", "decode", "router", "master", "store"):
+            if role not in allowed and roles[role]:
+                raise self.error("strategy", self.spec.strategy or self.deploy_type,
+                                 f"no {role} hosts for this strategy",
+                                 f"remove the {role} role from {roles[role]} or use a strategy "
+                                 "that has that role")
+
+    def _refuse_single_node_keys(self, kind: str) -> None:
+        """``replicas`` belongs to single-node strategies only: refused, never ignored."""
+        if self.spec.replicas is not None and self.spec.replicas != 1:
+            raise self.error("replicas", self.spec.replicas,
+                             f"no replicas for a {kind} deployment (replicas copies a single-node "
+                             "strategy, one per host)",
+                             "remove replicas, or pick a single_node_* strategy")
+
+    def _one_router_host(self, routers: Sequence[str]) -> None:
+        if len(routers) > 1:
+            raise self.error("pd.router_group", routers, "exactly one router host",
+                             "keep vllm_pd_role: router on one host only")
+
+    # -- router -------------------------------------------------------------------------------
+    def _router(self, host: str, argv: list[str], port: int, config: Mapping[str, Any]) -> None:
+        spec = self.spec.router
+        image = spec.image if spec.runtime == "container" else None
+        argv, metrics_port = self._router_metrics(argv)
+        proc = self.service_process(host=host, unit=self.unit_name("router"), kind="router",
+                                    argv=router_argv_for_pinned(argv), venv=spec.venv,
+                                    start_order=ORDER_ROUTER, port=port,
+                                    port_purpose="router", health_path="/health",
+                                    container_image=image)
+        # --- observability (issue 15): the router's Prometheus port is a port like any other
+        proc.ports.append(Port(metrics_port, "router-metrics"))
+        proc.metrics_url = f"http://{url_host(proc.address)}:{metrics_port}/metrics"
+        self.endpoint = f"http://{url_host(proc.address)}:{port}"
+        content = {
+            "argv": proc.argv,
+            "routerConfig": fill_placeholders(dict(config), self.mapping(host)),
+            "url": self.endpoint,
+        }
+        self.check_filled(proc, content, "router.json")
+        self.config_files.append(ConfigFile(host=host, deployment=self.decl.name,
+                                            dest=f"{self.spec.config_dir}/{self.decl.name}/router.json",
+                                            name="router.json", content=content))
+
+    def _router_metrics(self, argv: list[str]) -> tuple[list[str], int]:
+        """The router argv with a reachable Prometheus endpoint, and that endpoint's port.
+
+        vllm-router always serves metrics, on 127.0.0.1:29000 unless told otherwise: a second
+        router on the host panics ("Address already in use") and a remote Prometheus cannot
+        scrape it. Our deviation from the recipes site: when the argv lacks them, append
+        ``--prometheus-host`` (``router.bind_address``) and ``--prometheus-port``
+        (``ports.router_metrics``, else 29000). A recipe's own ``--prometheus-port`` is kept.
+        """
+        wanted = self.spec.ports.router_metrics
+        given = flag_value(argv, "--prometheus-port")
+        out = list(argv)
+        if given is not None:
+            if not given.isdigit() or (wanted is not None and int(given) != wanted):
+                raise self.error("ports.router_metrics", wanted if wanted is not None else given,
+                                 f"the router command's own --prometheus-port {given}",
+                                 "remove ports.router_metrics (the recipe sets the port)")
+            port = int(given)
+        else:
+            port = wanted if wanted is not None else DEFAULT_ROUTER_METRICS_PORT
+            out += ["--prometheus-port", str(port)]
+        if not has_flag(out, "--prometheus-host"):
+            out += ["--prometheus-host", self.spec.router.bind_address]
+        return out, port
+
+    # -- multi-node group watchdogs -----------------------------------------------------------
+    def add_watchdogs(self) -> None:
+        """One group watchdog per rank of every multi-node group (vllm issue #32136).
+
+        Each watches the group head's ``/health``; when the head fails for longer than
+        ``unit.watchdog_grace`` after having been healthy, it restarts its own rank so the
+        group forms again (headless followers never rejoin a restarted head on their own).
+        """
+        unit_spec = self.spec.unit
+        if not unit_spec.watchdog:
+            return
+        groups: dict[str, list[Process]] = {}
+        for proc in self.processes:
+            if proc.kind == "engine" and proc.role in ("head", "worker") and has_flag(proc.argv, "--nnodes"):
+                groups.setdefault(proc.restart_group, []).append(proc)
+        for members in groups.values():
+            head = next((p for p in members if p.role == "head" and p.health_url), None)
+            if head is None or len(members) < 2:
+                continue
+            for proc in members:
+                argv = [WATCHDOG_PYTHON, WATCHDOG_BINARY, "--unit", proc.unit_file, "--head-url", head.health_url or "",
+                        "--interval", str(unit_spec.watchdog_interval),
+                        "--grace", str(unit_spec.watchdog_grace),
+                        "--rearm-after", str(self.start_timeout),
+                        "--state-file", f"/run/vllm-fleet/{proc.unit}.watchdog.json"]
+                dog = Process(deployment=self.decl.name, unit=f"{proc.unit}-watchdog", kind="watchdog",
+                              role="watchdog", host=proc.host, address=proc.address, rank=proc.rank,
+                              pool=proc.pool, instance=proc.instance, argv=argv, runtime="host",
+                              exec_argv=list(argv), start_order=ORDER_WATCHDOG,
+                              restart_group=proc.restart_group, network_host=True)
+                dog.env_file = f"{self.spec.config_dir}/{self.decl.name}/{dog.unit}.env"
+                self.processes.append(dog)

@@ -1,0 +1,285 @@
+# Copyright: (c) 2026, vllm_fleet maintainers
+# Apache License 2.0 (see LICENSE)
+"""Building one placed process: an engine rank (argv, env, container, ports) or a service.
+
+PRIVATE to the vllm_fleet.recipes collection: not a public API, may change
+without notice. Other collections must not import it.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Optional, Sequence
+
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils import _unitfile as U
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._argv_tools import (
+    fill_placeholders,
+    find_placeholders,
+    flag_value,
+    gpus_per_node,
+    has_flag,
+    int_flag,
+    split_joined_flags,
+    url_host,
+)
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._container import router_docker_argv
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._inventory import (
+    DeclaredDeployment,
+    is_secret_env,
+)
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._placer_context import PlacerContext
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._plan_model import (
+    DEFAULT_API_PORT,
+    DEFAULT_DP_RPC_PORT,
+    DEFAULT_MASTER_PORT,
+    NIXL_SIDE_CHANNEL,
+    ORDER_HEAD,
+    Port,
+    Process,
+    deployment_error,
+)
+
+
+def drop_api_key(decl: DeclaredDeployment, argv: list[str], unit: str) -> list[str]:
+    """``argv`` without ``--api-key $API_KEY`` (the key reaches vLLM through the secret env file)."""
+    out: list[str] = []
+    index = 0
+    while index < len(argv):
+        token = argv[index]
+        if token == "--api-key" or token.startswith("--api-key="):
+            value = token.split("=", 1)[1] if "=" in token else (
+                argv[index + 1] if index + 1 < len(argv) else "")
+            step = 1 if "=" in token else 2
+            if value not in ("$API_KEY", "${API_KEY}"):
+                raise deployment_error(decl, "advanced_args", "--api-key <literal>",
+                                       "no secret on the command line (argv is visible in "
+                                       "`ps`, unit files and `docker inspect`)",
+                                       "remove --api-key from advanced_args and set "
+                                       "vllm_deployment.api_key (vault); it reaches vLLM as VLLM_API_KEY "
+                                       "through the 0600 env file")
+            if decl.spec.api_key is None:
+                raise deployment_error(decl, "api_key", None,
+                                       f"a value: {unit} uses --api-key $API_KEY",
+                                       "set vllm_deployment.api_key (from a vault); it is passed as "
+                                       "VLLM_API_KEY in the 0600 env file")
+            index += step
+            continue
+        out.append(token)
+        index += 1
+    return out
+
+
+def env_sources(where: str, host: str, address_source: Optional[str], recipe_env: Mapping[str, Any],
+                node_env: Mapping[str, str]) -> dict[str, str]:
+    """env name -> the inventory key (or recipe entry) its value comes from."""
+    hostvar = f"hostvars[{host!r}]"
+    filled_by = {"IFACE_NAME": f"{hostvar}.vllm_fabric_interface", "IB_IF": f"{hostvar}.vllm_ib_hca"}
+    by_name = {"UCX_NET_DEVICES": f"{hostvar}.vllm_rdma_devices", "NCCL_IB_HCA": f"{hostvar}.vllm_ib_hca",
+               "HF_ENDPOINT": f"{where}.weights.endpoint"}
+    for name in ("NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME", "HCCL_SOCKET_IFNAME", "TP_SOCKET_IFNAME"):
+        by_name[name] = f"{hostvar}.vllm_fabric_interface"
+    for name in ("VLLM_HOST_IP", "HCCL_IF_IP", "VLLM_NIXL_SIDE_CHANNEL_HOST"):
+        by_name[name] = f"{hostvar}.{address_source or 'vllm_fabric_address'}"
+    keys: dict[str, str] = {}
+    for name, raw in recipe_env.items():
+        placeholders = find_placeholders(str(raw))
+        keys[str(name)] = " / ".join(
+            filled_by.get(p, f"{where}.placeholders.{p} or {hostvar}.vllm_placeholders.{p}")
+            for p in placeholders) + f" (filling the recipe's env {name})" if placeholders \
+            else f"{where}.recipe env {name}"
+    keys.update({name: by_name.get(name, f"{where}.env.{name}") for name in node_env})
+    return keys
+
+
+def engine_ports(proc: Process) -> list[Port]:
+    """The ports an engine rank listens on, read from its argv and env."""
+    argv = proc.argv
+    ports: list[Port] = []
+    if proc.api_port is not None:
+        ports.append(Port(proc.api_port, "api"))
+    nnodes = int_flag(argv, "--nnodes", 1)
+    if nnodes > 1 and int_flag(argv, "--node-rank", 0) == 0:
+        ports.append(Port(int_flag(argv, "--master-port", DEFAULT_MASTER_PORT), "mp-master"))
+    dp = int_flag(argv, "--data-parallel-size", 1)
+    dp_local = int_flag(argv, "--data-parallel-size-local", dp)
+    start = int_flag(argv, "--data-parallel-start-rank", 0)
+    if dp > dp_local and start == 0 and has_flag(argv, "--data-parallel-address"):
+        ports.append(Port(int_flag(argv, "--data-parallel-rpc-port", DEFAULT_DP_RPC_PORT),
+                          "dp-rpc"))
+    base = proc.env.get("VLLM_NIXL_SIDE_CHANNEL_PORT")
+    if base is not None and base.isdigit():
+        count = dp_local if dp > 1 else 1
+        for offset in range(count):
+            ports.append(Port(int(base) + start + offset, NIXL_SIDE_CHANNEL))
+    return ports
+
+
+class ProcessPlacer(PlacerContext):
+    """Adds engine ranks and services (router, Mooncake) to the deployment's processes."""
+
+    def engine_process(self, *, host: str, unit: str, role: str, argv: Sequence[str],
+                       env: Mapping[str, Any], docker_proc: Optional[Mapping[str, Any]],
+                       rank: Optional[int] = None, pool: Optional[str] = None,
+                       instance: Optional[int] = None, start_order: int = ORDER_HEAD,
+                       network_host: bool = False, multi_host: bool = False,
+                       restart_group: str = "", extra_env: Optional[Mapping[str, str]] = None,
+                       mounts: Sequence[tuple[str, str, str]] = ()) -> Process:
+        proc = Process(deployment=self.decl.name, unit=unit, kind="engine", role=role, host=host,
+                       address=self.address(host), rank=rank, pool=pool, instance=instance,
+                       start_order=start_order, network_host=network_host,
+                       restart_group=restart_group or self.decl.name)
+        mapping = self.mapping(host)
+        self._engine_argv(proc, argv, mapping)
+        self._engine_env(proc, env, mapping, multi_host, extra_env or {})
+        self._engine_container(proc, docker_proc, mapping, mounts)
+        self._check_engine(proc)
+        proc.ports = engine_ports(proc)
+        self.processes.append(proc)
+        return proc
+
+    def _engine_argv(self, proc: Process, argv: Sequence[str], mapping: Mapping[str, str]) -> None:
+        """The filled program argv and the API port: recipe --port, else ports.api (appended), else 8000."""
+        program = split_joined_flags([str(t) for t in argv])
+        if self.spec.api_key is not None or "$API_KEY" in program or any(
+                t.startswith("--api-key") for t in program):
+            program = drop_api_key(self.decl, program, proc.unit)
+        program = fill_placeholders(program, mapping)
+        headless = has_flag(program, "--headless")
+        recipe_port = flag_value(program, "--port")
+        wanted = self.spec.ports.api
+        if wanted is not None and proc.role not in ("prefill", "decode"):
+            if recipe_port is not None and recipe_port != str(wanted):
+                raise self.error("ports.api", wanted,
+                                 f"the recipe's own --port {recipe_port} (or unset)",
+                                 "remove ports.api or drop --port from advanced_args")
+            if recipe_port is None:
+                program += ["--port", str(wanted)]
+                recipe_port = str(wanted)
+        if self.spec.ports.master is not None and has_flag(program, "--nnodes") \
+                and not has_flag(program, "--master-port"):
+            program += ["--master-port", str(self.spec.ports.master)]
+        api_port = int(recipe_port) if recipe_port and recipe_port.isdigit() else DEFAULT_API_PORT
+        proc.argv = program
+        proc.api_port = None if headless else api_port
+
+    def _engine_env(self, proc: Process, env: Mapping[str, Any], mapping: Mapping[str, str],
+                    multi_host: bool, extra_env: Mapping[str, str]) -> None:
+        """Recipe env (filled, order kept), then per-node env; secrets go to ``secret_env``."""
+        final_env: dict[str, str] = {}
+        for key, value in env.items():
+            final_env[str(key)] = fill_placeholders(str(value) if not isinstance(value, bool)
+                                                    else str(value).lower(), mapping)
+        proc.recipe_env_keys = list(final_env)
+        pinned = final_env.get("CUDA_VISIBLE_DEVICES")
+        if pinned is not None and "$" not in pinned:
+            try:
+                proc.pinned_gpus = [int(x) for x in pinned.split(",") if x.strip() != ""]
+            except ValueError:
+                raise self.error("env.CUDA_VISIBLE_DEVICES", pinned, "comma-separated indexes",
+                                 "fix the recipe's CUDA_VISIBLE_DEVICES") from None
+        proc.gpu_need = len(proc.pinned_gpus) if proc.pinned_gpus else gpus_per_node(proc.argv)
+        node_env = self._node_env(proc, final_env, multi_host)
+        node_env.update(extra_env)
+        proc.env_keys = env_sources(self.where, proc.host, self.hosts[proc.host].address_source, env, node_env)
+        for key, value in self.spec.extra_env.items():
+            proc.env_keys[key] = f"{self.where}.extra_env.{key}"
+            if is_secret_env(key):  # a secret never goes to the plain env file, argv or plan
+                proc.secret_env[key] = value
+                final_env.pop(key, None)
+                node_env.pop(key, None)
+            else:
+                node_env[key] = value
+        final_env.update(node_env)
+        proc.env = final_env
+        if self.spec.api_key is not None:
+            proc.secret_env["VLLM_API_KEY"] = self.spec.api_key.get_secret_value()
+            proc.env_keys["VLLM_API_KEY"] = f"{self.where}.api_key"
+        if self.spec.weights.mode == "container" and self.spec.weights.token is not None:
+            proc.secret_env["HF_TOKEN"] = self.spec.weights.token.get_secret_value()
+            proc.env_keys["HF_TOKEN"] = f"{self.where}.weights.token"
+
+    def _node_env(self, proc: Process, recipe_env: Mapping[str, str], multi_host: bool) -> dict[str, str]:
+        """The env this node sets: addresses, fabric interfaces, RDMA devices, vendor and weights env."""
+        node_env: dict[str, str] = {}
+        if proc.network_host:
+            node_env["VLLM_HOST_IP"] = proc.address
+        if multi_host:
+            iface = self.interface(proc.host, "multi-node NCCL/Gloo traffic")
+            node_env["NCCL_SOCKET_IFNAME"] = iface
+            node_env["GLOO_SOCKET_IFNAME"] = iface
+            if self.vendor == "ascend":
+                node_env["HCCL_IF_IP"] = proc.address
+                node_env["HCCL_SOCKET_IFNAME"] = iface
+                node_env["TP_SOCKET_IFNAME"] = iface
+        if proc.role in ("prefill", "decode"):
+            node_env["VLLM_NIXL_SIDE_CHANNEL_HOST"] = proc.address
+        hspec = self.hosts[proc.host]
+        if hspec.rdma_devices and (proc.role in ("prefill", "decode") or "UCX_NET_DEVICES" in recipe_env):
+            node_env["UCX_NET_DEVICES"] = hspec.rdma_devices
+        if self.spec.rdma and hspec.ib_hca and "NCCL_IB_HCA" not in recipe_env:
+            node_env["NCCL_IB_HCA"] = hspec.ib_hca
+        if self.vendor == "cpu":
+            node_env.update(self.spec.cpu.env())
+        if self.spec.weights.mode in ("download", "shared_fs", "import"):
+            node_env["HF_HUB_OFFLINE"] = "1"
+        if self.spec.weights.endpoint and self.spec.weights.mode == "container":
+            node_env["HF_ENDPOINT"] = self.spec.weights.endpoint
+        return node_env
+
+    def _engine_container(self, proc: Process, docker_proc: Optional[Mapping[str, Any]],
+                          mapping: Mapping[str, str], mounts: Sequence[tuple[str, str, str]]) -> None:
+        """Image, mounts, the upstream docker flags (upstream profile), URLs and env file paths."""
+        proc.runtime = "docker"
+        proc.image = self.spec.image or self.image
+        proc.mounts = list(mounts)
+        if docker_proc is not None:
+            upstream = [str(t) for t in docker_proc.get("argv") or []]
+            image = self.image
+            if image in upstream:
+                cut = upstream.index(image)
+                proc.upstream_flags = fill_placeholders(upstream[2:cut], mapping)
+        if proc.health_url is None and proc.api_port is not None:
+            proc.health_url = f"http://{url_host(proc.address)}:{proc.api_port}/health"
+        if proc.health_url is not None:
+            proc.metrics_url = proc.health_url[:-len("/health")] + "/metrics"
+        proc.env_file = f"{self.spec.config_dir}/{self.decl.name}/{proc.unit}.env"
+        if proc.secret_env:
+            proc.secret_file = f"{self.spec.config_dir}/{self.decl.name}/{proc.unit}.secret.env"
+
+    def _check_engine(self, proc: Process) -> None:
+        """No placeholder left in argv, env or upstream docker flags; every env value writable."""
+        self.check_filled(proc, proc.argv, "argv")
+        self.check_filled(proc, proc.env, "env")
+        if proc.upstream_flags is not None and self.spec.container_profile == "upstream":
+            self.check_filled(proc, proc.upstream_flags, "docker")
+        for key, value in proc.env.items():
+            U.check_env_value(proc.env_keys.get(key, f"{self.where}.env.{key}"), value,
+                              fix=f"simplify the value of {key} (extra_env / recipe env / host vars)")
+
+    def service_process(self, *, host: str, unit: str, kind: str, argv: Sequence[str],
+                        venv: str, start_order: int, port: Optional[int] = None,
+                        port_purpose: str = "", health_path: Optional[str] = None,
+                        container_image: Optional[str] = None) -> Process:
+        """Router / Mooncake processes (venv binaries, or a container for the router)."""
+        address = self.address(host)
+        mapping = self.mapping(host)
+        program = fill_placeholders([str(t) for t in argv], mapping)
+        proc = Process(deployment=self.decl.name, unit=unit, kind=kind, role=kind, host=host,
+                       address=address, argv=program, start_order=start_order,
+                       restart_group=f"{self.decl.name}/{kind}", network_host=True)
+        proc.env_file = f"{self.spec.config_dir}/{self.decl.name}/{unit}.env"
+        if port is not None:
+            proc.ports = [Port(port, port_purpose)]
+            if health_path:
+                proc.health_url = f"http://{url_host(address)}:{port}{health_path}"
+        if container_image:
+            proc.runtime = "docker"
+            proc.image = container_image
+            proc.exec_argv = router_docker_argv(name=unit, image=container_image, program_argv=program,
+                                                env_file=proc.env_file,
+                                                docker_binary=self.spec.docker_binary)
+        else:
+            proc.runtime = "venv"
+            proc.exec_argv = [f"{venv}/bin/{program[0]}"] + program[1:]
+        self.check_filled(proc, proc.argv, "argv")
+        self.processes.append(proc)
+        return proc
