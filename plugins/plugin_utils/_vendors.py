@@ -49,8 +49,9 @@ ASCEND_DRIVER_MOUNTS = (
     "/usr/local/Ascend/driver/version.info",
     "/etc/ascend_install.info",
 )
-#: Extra Ascend mounts for multi-node HCCL (link checks with hccn_tool).
-ASCEND_MULTI_NODE_MOUNTS = ("/usr/bin/hccn_tool", "/etc/hccn.conf")
+#: Extra Ascend mounts for multi-node HCCL (link checks with hccn_tool): the paths of the
+#: vllm-ascend multi-node guides (hccn_tool ships with the driver, under its tools/).
+ASCEND_MULTI_NODE_MOUNTS = ("/usr/local/Ascend/driver/tools/hccn_tool", "/etc/hccn.conf")
 #: Ascend device nodes passed besides one ``/dev/davinciN`` per NPU.
 ASCEND_CONTROL_DEVICES = ("/dev/davinci_manager", "/dev/devmm_svm", "/dev/hisi_hdc")
 
