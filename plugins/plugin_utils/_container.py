@@ -28,6 +28,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional, Sequence
 
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._vendors import (
+    ASCEND_DRIVER_MOUNTS,
+    HARDENED_VENDORS,
+    VENDORS,
+    visible_devices_var,
+)
+
 __all__ = [
     "ContainerSpec",
     "HARDENED_VENDORS",
@@ -48,27 +55,14 @@ CONTAINER_VLLM_CACHE = "/root/.cache/vllm"
 COMPILE_CACHE_ENV = (("TORCHINDUCTOR_CACHE_DIR", f"{CONTAINER_VLLM_CACHE}/torchinductor"),
                      ("TRITON_CACHE_DIR", f"{CONTAINER_VLLM_CACHE}/triton"))
 
-HARDENED_VENDORS = ("nvidia", "amd", "ascend", "cpu")
-
-#: Read-only host paths the Ascend runtime needs inside the container (vllm-ascend quick start).
-ASCEND_DRIVER_MOUNTS = (
-    "/usr/local/dcmi",
-    "/usr/local/bin/npu-smi",
-    "/usr/local/Ascend/driver/lib64/",
-    "/usr/local/Ascend/driver/version.info",
-    "/etc/ascend_install.info",
-)
-#: Extra Ascend mounts for multi-node HCCL (link checks with hccn_tool).
-ASCEND_MULTI_NODE_MOUNTS = ("/usr/bin/hccn_tool", "/etc/hccn.conf")
-
-
 @dataclass(frozen=True)
 class ContainerSpec:
     """Everything needed to build one engine container's argv."""
 
     name: str
     image: str
-    #: vendor: nvidia | amd | ascend | cpu (Intel Xeon, the x86 CPU backend) | tpu | intel (XPU)
+    #: vendor (a key of ``_vendors.VENDORS``): nvidia | amd | ascend | cpu (Intel Xeon, the x86 CPU
+    #: backend) | tpu | intel (XPU)
     vendor: str
     #: The program argv (``vllm serve MODEL ...``), fully placed.
     program_argv: Sequence[str]
@@ -93,43 +87,18 @@ class ContainerSpec:
     compile_cache_dir: Optional[str] = None
 
 
-def visible_devices_var(vendor: str) -> Optional[str]:
-    """The variable that masks accelerators for ``vendor``."""
-    return {
-        "nvidia": "CUDA_VISIBLE_DEVICES",
-        "amd": "ROCR_VISIBLE_DEVICES",
-        "ascend": "ASCEND_RT_VISIBLE_DEVICES",
-    }.get(vendor)
-
-
 def vendor_flags(vendor: str, *, gpu_runtime: str = "nvidia", host_gpus: Sequence[int] = (),
                  multi_node: bool = False) -> list[str]:
-    """Hardened device flags for one vendor (no ``--privileged``).
+    """Hardened device flags for one vendor (no ``--privileged``), from the vendor table.
 
     ``gpu_runtime="none"`` drops the device flags (test hosts without accelerators).
     """
     if gpu_runtime == "none":
         return ["--ipc=host"]
-    if vendor == "nvidia":
-        gpu = ["--device", "nvidia.com/gpu=all"] if gpu_runtime == "cdi" else ["--gpus", "all"]
-        return gpu + ["--ipc=host"]
-    if vendor == "cpu":
-        # No devices. vLLM's CPU backend moves tensors between its processes through
-        # /dev/shm: a private one as large as the recipes site's (--shm-size=16g), not the host's IPC.
-        return ["--shm-size", "16g"]
-    if vendor == "amd":
-        return ["--device", "/dev/kfd", "--device", "/dev/dri", "--group-add", "video", "--ipc=host"]
-    if vendor == "ascend":
-        flags: list[str] = []
-        for index in host_gpus:
-            flags += ["--device", f"/dev/davinci{index}"]
-        for dev in ("/dev/davinci_manager", "/dev/devmm_svm", "/dev/hisi_hdc"):
-            flags += ["--device", dev]
-        mounts = list(ASCEND_DRIVER_MOUNTS) + (list(ASCEND_MULTI_NODE_MOUNTS) if multi_node else [])
-        for path in mounts:
-            flags += ["-v", f"{path}:{path}:ro"]
-        return flags + ["--ipc=host"]
-    raise ValueError(f"no hardened flags for vendor {vendor!r}")
+    entry = VENDORS.get(vendor)
+    if entry is None or entry.hardened_flags is None:
+        raise ValueError(f"no hardened flags for vendor {vendor!r}")
+    return entry.hardened_flags(gpu_runtime, host_gpus, multi_node)
 
 
 def rdma_flags() -> list[str]:
@@ -142,7 +111,8 @@ def _program_after_image(vendor: str, program_argv: Sequence[str]) -> list[str]:
     # vllm/vllm-openai(-rocm) images have ENTRYPOINT ["vllm", "serve"]: the model and
     # flags follow the image. vllm-ascend images have no entrypoint: pass the program.
     argv = list(program_argv)
-    if vendor != "ascend" and argv[:2] == ["vllm", "serve"]:
+    entry = VENDORS.get(vendor)
+    if (entry is None or entry.image_serve_entrypoint) and argv[:2] == ["vllm", "serve"]:
         return argv[2:]
     return argv
 

@@ -13,33 +13,12 @@ import re
 from typing import Any, Mapping, Optional
 
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._jsvalue import first, get, text
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._vendors import VENDORS, site_vendor_key
 
 HF_CACHE_MOUNT = "~/.cache/huggingface:/root/.cache/huggingface"
 
-_RELEASE_IMAGES = {
-    "nvidia": "vllm/vllm-openai:latest",
-    "amd": "vllm/vllm-openai-rocm:latest",
-    "tpu": "vllm/vllm-tpu:latest",
-    "intel": "vllm/vllm-openai-cpu:latest-x86_64",
-}
-_NIGHTLY_IMAGES = {
-    "nvidia": "vllm/vllm-openai:nightly",
-    "amd": "vllm/vllm-openai-rocm:nightly",
-    "tpu": "vllm/vllm-tpu:nightly",
-}
-_XPU_IMAGE = "vllm/vllm-openai-xpu:latest"
-
-# Device flags per brand, as (shell text, argv). The two forms must agree.
-_GPU_FLAGS = {
-    "tpu": ("--privileged --network host \\\n  -v /dev/shm:/dev/shm",
-            ["--privileged", "--network", "host", "-v", "/dev/shm:/dev/shm"]),
-    "amd": ("--device=/dev/kfd --device=/dev/dri \\\n  --security-opt seccomp=unconfined --group-add video",
-            ["--device=/dev/kfd", "--device=/dev/dri", "--security-opt", "seccomp=unconfined", "--group-add", "video"]),
-    "xpu": ("--device /dev/dri \\\n  -v /dev/dri/by-path:/dev/dri/by-path --shm-size=16g",
-            ["--device", "/dev/dri", "-v", "/dev/dri/by-path:/dev/dri/by-path", "--shm-size", "16g"]),
-    "intel": ("--shm-size=16g", ["--shm-size", "16g"]),
-    "nvidia": ("--gpus all", ["--gpus", "all"]),
-}
+#: The keys of a recipe's ``docker_image`` brand map (the site's brand keys).
+_SITE_BRANDS = tuple(dict.fromkeys(vendor.site_brand for vendor in VENDORS.values()))
 
 
 def _is_cuda_map(value: Any) -> bool:
@@ -55,14 +34,14 @@ def docker_meta(recipe: Mapping, variant: Mapping, profile: Mapping, hardware_id
     defaults to its cu130 tag.
     """
     nightly = get(get(recipe, "model"), "nightly_required") is True
-    defaults = _NIGHTLY_IMAGES if nightly else _RELEASE_IMAGES
     brand = get(profile, "brand")
     generation = get(profile, "generation")
     is_amd = brand == "AMD"
     is_tpu = generation == "tpu"
     is_xpu = generation == "xpu"
     is_intel = generation == "cpu" or is_xpu or brand == "Intel"
-    brand_key = "tpu" if is_tpu else "amd" if is_amd else "intel" if is_intel else "nvidia"
+    vendor = VENDORS[site_vendor_key(is_tpu, is_amd, is_xpu, is_intel)]
+    brand_key = vendor.site_brand
 
     exact = get(get(get(variant, "hardware_overrides"), hardware_id), "docker_image") if hardware_id else None
     pinned: Optional[str] = exact if isinstance(exact, str) else None
@@ -74,7 +53,7 @@ def docker_meta(recipe: Mapping, variant: Mapping, profile: Mapping, hardware_id
             if brand_key == "nvidia":
                 pinned = override
         elif isinstance(override, dict):
-            if any(k in override for k in ("nvidia", "amd", "tpu", "intel")):
+            if any(k in override for k in _SITE_BRANDS):
                 value = override.get(brand_key)
                 if isinstance(value, str):
                     pinned = value
@@ -83,15 +62,11 @@ def docker_meta(recipe: Mapping, variant: Mapping, profile: Mapping, hardware_id
             elif brand_key == "nvidia" and _is_cuda_map(override):
                 cuda_map = override
 
-    if is_xpu and not pinned:
-        image = _XPU_IMAGE
-    else:
-        image = pinned or (first(cuda_map.get("cu130"), cuda_map.get("cu129")) if cuda_map else None) \
-            or defaults.get(brand_key)
-    flags_key = "tpu" if is_tpu else "amd" if is_amd else "xpu" if is_xpu else "intel" if is_intel else "nvidia"
+    image = pinned or (first(cuda_map.get("cu130"), cuda_map.get("cu129")) if cuda_map else None) \
+        or (vendor.upstream_nightly_image if nightly else vendor.upstream_image)
     return {
         "image": image,
-        "gpuFlags": _GPU_FLAGS[flags_key][0],
+        "gpuFlags": vendor.upstream_flags_text,
         "brandKey": brand_key,
         "isAmd": is_amd,
         "isTpu": is_tpu,
@@ -104,10 +79,8 @@ def docker_meta(recipe: Mapping, variant: Mapping, profile: Mapping, hardware_id
 
 
 def _gpu_argv(meta: Mapping) -> list[str]:
-    for key, flag in (("isTpu", "tpu"), ("isAmd", "amd"), ("isXpu", "xpu"), ("isIntel", "intel")):
-        if meta.get(key):
-            return list(_GPU_FLAGS[flag][1])
-    return list(_GPU_FLAGS["nvidia"][1])
+    vendor = site_vendor_key(meta.get("isTpu"), meta.get("isAmd"), meta.get("isXpu"), meta.get("isIntel"))
+    return list(VENDORS[vendor].upstream_flags_argv)
 
 
 def _extra_mounts(model_id: Any, env: Mapping) -> list[str]:
