@@ -182,5 +182,3 @@ def router_argv_for_pinned(argv: Sequence[str]) -> list[str]:
     if at is not None:
         out[at:at] = ["--worker-urls", *urls]
     return out
-
-

@@ -55,6 +55,7 @@ CONTAINER_VLLM_CACHE = "/root/.cache/vllm"
 COMPILE_CACHE_ENV = (("TORCHINDUCTOR_CACHE_DIR", f"{CONTAINER_VLLM_CACHE}/torchinductor"),
                      ("TRITON_CACHE_DIR", f"{CONTAINER_VLLM_CACHE}/triton"))
 
+
 @dataclass(frozen=True)
 class ContainerSpec:
     """Everything needed to build one engine container's argv."""

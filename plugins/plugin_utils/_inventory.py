@@ -89,7 +89,6 @@ class HostSpec:
     placeholders: Mapping[str, str] = field(default_factory=dict)
 
 
-
 def _as_roles(host: str, var: str, value: Any, allowed: Sequence[str]) -> tuple[str, ...]:
     if value is None or value == "" or value == []:
         return ()

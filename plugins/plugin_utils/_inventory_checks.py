@@ -134,7 +134,6 @@ def is_ip(value: str) -> bool:
     return True
 
 
-
 def check_image(key: str, value: str) -> str:
     """A docker image reference (``[registry/]path[:tag][@digest]``), never a flag."""
     U.check_text(key, value, max_bytes=512, what="an image reference")

@@ -185,7 +185,6 @@ def from_published(
     return out, published
 
 
-
 def _catalog_order(catalog: Catalog | None) -> tuple[tuple[str, ...], tuple[str, ...]]:
     catalog = catalog if catalog is not None else load_catalog()
     return catalog.serving_strategy_names(), catalog.kv_store_names()

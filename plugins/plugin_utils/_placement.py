@@ -303,6 +303,7 @@ def resolution_view(res: Any, overrides: Mapping[str, Any]) -> dict[str, Any]:
     out["docker"] = {"image": res.image, "meta": dict(res.docker.get("meta") or {}), "processes": docker}
     return out
 
+
 def _pinned_records(decl: DeclaredDeployment, base_dir: Optional[str]) -> tuple[str, Any]:
     """The path of ``vllm_deployment.resolution_file`` and the records it pins."""
     path = decl.spec.resolution_file or ""

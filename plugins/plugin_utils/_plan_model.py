@@ -205,4 +205,3 @@ class FleetPlan:
     hosts: dict[str, HostSpec]
     #: host -> deployment -> physical accelerator indexes
     gpu_assignment: dict[str, dict[str, list[int]]] = field(default_factory=dict)
-

@@ -45,7 +45,6 @@ from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._synthesis impo
 )
 
 
-
 def _require_int(key: str, value: Any, low: int, high: Optional[int] = None) -> None:
     if not isinstance(value, int) or isinstance(value, bool) or value < low or (high is not None and value > high):
         bound = f"{low}..{high}" if high is not None else f">= {low}"
