@@ -9,7 +9,7 @@ without notice. Other collections must not import it.
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any, Mapping, Sequence
 
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._argv_tools import (
     fill_placeholders,
@@ -31,24 +31,7 @@ from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._plan_model imp
     Port,
     Process,
 )
-
-
-def vendor_of(profile: Optional[Mapping[str, Any]], hardware_id: Optional[str],
-              docker_meta: Mapping[str, Any]) -> str:
-    brand = str((profile or {}).get("brand") or "").lower()
-    generation = str((profile or {}).get("generation") or "").lower()
-    hw = (hardware_id or "").lower()
-    if brand in ("huawei", "ascend") or generation == "npu" or hw.startswith("ascend"):
-        return "ascend"
-    if brand == "amd" or docker_meta.get("isAmd"):
-        return "amd"
-    if brand == "google" or generation == "tpu" or docker_meta.get("isTpu"):
-        return "tpu"
-    if generation == "cpu":
-        return "cpu"
-    if brand == "intel" or docker_meta.get("isIntel") or docker_meta.get("isXpu"):
-        return "intel"
-    return "nvidia"
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._vendors import vendor_key
 
 
 class PlacerBase(ProcessPlacer):
@@ -76,7 +59,7 @@ class PlacerBase(ProcessPlacer):
         meta = docker.get("meta") or {}
         if self.image is None:
             self.image = docker.get("image") or meta.get("image")
-        self.vendor = vendor_of(self.engine.hardware_profile, self.engine.hardware_id, meta)
+        self.vendor = vendor_key(self.engine.hardware_profile, self.engine.hardware_id, meta)
         env = res.get("env") or (res.get("vllm") or {}).get("env") or \
             (res.get("prefill") or {}).get("env") or {}
         # the operator's extra_env wins over the recipe's (it also reaches the container env)
