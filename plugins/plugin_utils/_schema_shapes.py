@@ -109,10 +109,9 @@ def _pred(expected: str, ok: Callable[[Any], bool]) -> Any:
     return _shape(expected, check)
 
 
-def _check_docker_image(v: Any) -> None:
-    # "image:tag" | {cu129, cu130} | {nvidia, amd, tpu, intel} where a brand
-    # value is a string or (for nvidia) a CUDA map.
-    if isinstance(v, str):
+def _scalar_or_keyed(v: Any, leaf: Callable[[Any], bool]) -> None:
+    """A leaf value, or a map of string keys to leaves or to maps of leaves."""
+    if leaf(v):
         return
     if not isinstance(v, dict):
         raise _Bad((), v)
@@ -120,9 +119,19 @@ def _check_docker_image(v: Any) -> None:
         if not isinstance(key, str):
             raise _Bad((key,), key)
         if isinstance(item, dict):
-            _map_of(item, lambda x: isinstance(x, str), (key,))
-        elif not isinstance(item, str):
+            _map_of(item, leaf, (key,))
+        elif not leaf(item):
             raise _Bad((key,), item)
+
+
+def _is_str(v: Any) -> bool:
+    return isinstance(v, str)
+
+
+def _check_docker_image(v: Any) -> None:
+    # "image:tag" | {cu129, cu130} | {nvidia, amd, tpu, intel} where a brand
+    # value is a string or (for nvidia) a CUDA map.
+    _scalar_or_keyed(v, _is_str)
 
 
 def _check_tp(v: Any) -> None:
@@ -133,17 +142,7 @@ def _check_tp(v: Any) -> None:
 
 def _check_min_gpus(v: Any) -> None:
     # 8 | {single_node_tp: 8, h100: 32} | {pd_cluster: {h100: 16}}
-    if _is_int(v):
-        return
-    if not isinstance(v, dict):
-        raise _Bad((), v)
-    for key, item in v.items():
-        if not isinstance(key, str):
-            raise _Bad((key,), key)
-        if isinstance(item, dict):
-            _map_of(item, _is_int, (key,))
-        elif not _is_int(item):
-            raise _Bad((key,), item)
+    _scalar_or_keyed(v, _is_int)
 
 
 def _check_install(v: Any) -> None:
