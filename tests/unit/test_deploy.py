@@ -27,6 +27,7 @@ from ansible_collections.vllm_fleet.recipes.plugins.action import vllm_progress 
 from ansible_collections.vllm_fleet.recipes.plugins.modules import vllm_units_info as U
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils import _placement as P
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils import _render as R
+from fleets import example_fleet
 
 REPO = Path(__file__).resolve().parents[2]
 ROLES = REPO / "roles"
@@ -37,11 +38,6 @@ EXAMPLES = REPO / "playbooks" / "examples"
 BIN = Path(sys.executable).parent
 FETCH = ROLES / "weights" / "files" / "vllm-fleet-hf-fetch.sh"
 PLAN_INPUTS = {"vllm_fleet_plan", "vllm_plan_recipe_dirs"}
-
-
-def _example_fleet(name):
-    from test_render import example_fleet  # pylint: disable=import-outside-toplevel
-    return example_fleet(name)
 
 
 # --------------------------------------------------------------------------------------
@@ -72,7 +68,7 @@ def test_vllm_plan_returns_contents_and_per_host_files(tmp_path):
     assert result.returncode == 0, result.stdout + result.stderr
     data = json.loads(out.read_text())
     assert sorted(data["contents"]) == data["files"]
-    fleet = _example_fleet("pd_cluster")
+    fleet = example_fleet("pd_cluster")
     assert data["contents"] == R.render(fleet)
     manifest = R.install_manifest(fleet)
     for host, entry in data["plan"]["hosts"].items():
@@ -96,7 +92,7 @@ def test_vllm_plan_without_return_content_has_no_file_text(tmp_path):
 
 
 def test_plan_json_processes_name_their_deployment():
-    fleet = _example_fleet("multi_node_tp_pp")
+    fleet = example_fleet("multi_node_tp_pp")
     plan = P.plan_to_dict(fleet)
     for name, dep in plan["deployments"].items():
         assert [p["deployment"] for p in dep["processes"]] == [name] * len(dep["processes"])
@@ -108,7 +104,7 @@ def test_plan_json_processes_name_their_deployment():
 
 @pytest.mark.parametrize("example", ["single_node_tp", "multi_node_tp_pp", "pd_cluster"])
 def test_units_info_reads_every_rendered_unit(example):
-    fleet = _example_fleet(example)
+    fleet = example_fleet(example)
     files = R.render(fleet)
     plan = P.plan_to_dict(fleet)
     for dep in plan["deployments"].values():
@@ -130,7 +126,7 @@ def test_units_info_ignores_unmanaged_units():
 
 
 def test_units_info_collects_a_unit_dir(tmp_path):
-    fleet = _example_fleet("pd_cluster")
+    fleet = example_fleet("pd_cluster")
     files = R.render(fleet)
     env = tmp_path / "x.env"
     env.write_text("A=1\n")

@@ -14,7 +14,6 @@ A sample of what renders also goes through the real ``systemd-analyze verify``.
 from __future__ import annotations
 
 import json
-import shutil
 from typing import Any, Callable
 
 import pytest
@@ -22,14 +21,13 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import readers
-from test_render import target_root, verify_units  # noqa: F401  # pylint: disable=unused-import
+from systemd_root import SYSTEMD_ANALYZE, verify_units
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils import _placement as P
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils import _render as R
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils import _unitfile as U
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._errors import RecipeError
 
 SETTINGS = settings(max_examples=150, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
-SYSTEMD_ANALYZE = shutil.which("systemd-analyze")
 
 # --------------------------------------------------------------------------------------
 # values

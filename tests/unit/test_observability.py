@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 import yaml
-from test_render import EXAMPLES, SEED, example_fleet, run_render, seed_fleet
-from test_standins import ROUTER_CLI, stop
+from fleets import EXAMPLES, SEED, example_fleet, run_render, seed_fleet
+from processes import ROUTER_CLI, stop
 
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils import _monitoring as M
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils import _placement as P

@@ -11,6 +11,7 @@ import pytest
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils import _placement as P
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils import _plan_model as PM
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._inventory import InventoryError
+from fleets import example_fleet
 
 RECIPE = "zai-org/GLM-5.3-Flash"
 
@@ -134,7 +135,6 @@ def test_secret_shim_exports_the_file_and_execs_the_program(tmp_path):
 
 
 def test_pd_pools_and_their_router_roll_as_one_batch():
-    from test_render import example_fleet  # pylint: disable=import-outside-toplevel
     fleet = example_fleet("pd_cluster")
     for name, dep in P.plan_to_dict(fleet)["deployments"].items():
         processes = dep["processes"]

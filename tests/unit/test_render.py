@@ -9,13 +9,8 @@ executable or a bad quote fails the test.
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import stat
-import subprocess
-import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
@@ -23,54 +18,15 @@ import yaml
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils import _placement as P
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils import _container
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils import _render as R
+from fleets import EXAMPLES, REPO, SEED, example_fleet, inventory_vars, run_render, seed_fleet
+from systemd_root import SYSTEMD_ANALYZE, verify_units
 
-REPO = Path(__file__).resolve().parents[2]
-EXAMPLES = REPO / "playbooks" / "examples"
 EXAMPLE_NAMES = ("single_node_tp", "multi_node_tp_pp", "pd_cluster")
-SYSTEMD_ANALYZE = shutil.which("systemd-analyze")
-#: Executables a deploy target has once the image/router/Mooncake roles ran.
-TARGET_EXECUTABLES = ("/usr/bin/docker", "/usr/bin/dockerd", "/opt/vllm-router/bin/vllm-router",
-                      "/opt/mooncake/bin/mooncake_master", "/opt/mooncake/bin/python3",
-                      "/usr/bin/python3")
 
 
 # --------------------------------------------------------------------------------------
 # inventories -> fleets
 # --------------------------------------------------------------------------------------
-
-def inventory_vars(path: Path) -> tuple[dict, dict]:
-    """hostvars and groups exactly as Ansible computes them for an inventory file."""
-    from ansible.inventory.manager import InventoryManager
-    from ansible.parsing.dataloader import DataLoader
-    from ansible.vars.manager import VariableManager
-
-    loader = DataLoader()
-    inventory = InventoryManager(loader=loader, sources=[str(path)])
-    manager = VariableManager(loader=loader, inventory=inventory)
-    hostvars = {}
-    for host in inventory.get_hosts():
-        values = manager.get_vars(host=host, include_hostvars=False)
-        hostvars[host.name] = json.loads(json.dumps(
-            {k: v for k, v in values.items() if k.startswith("vllm_") or k in ("ansible_host",)}))
-    return hostvars, inventory.get_groups_dict()
-
-
-def example_fleet(name: str) -> P.FleetPlan:
-    hostvars, groups = inventory_vars(EXAMPLES / name / "inventory.yml")
-    return P.build_plan(hostvars, groups, P.engine_factory())
-
-
-def seed_fleet(deployment: dict, hosts: list[str], children: dict | None = None,
-               host_vars: dict | None = None, **kw: Any) -> P.FleetPlan:
-    hostvars = {}
-    for index, host in enumerate(hosts):
-        hostvars[host] = {"ansible_host": f"10.3.0.{index + 1}", "vllm_fabric_interface": "eth1",
-                          "vllm_deployment": deployment, **(host_vars or {}).get(host, {})}
-    groups = {"all": hosts, "fleet": hosts, **(children or {})}
-    return P.build_plan(hostvars, groups, P.engine_factory(), **kw)
-
-
-SEED = {"recipe": "zai-org/GLM-5.3-Flash", "hardware": "h200"}
 
 VARIANT_FLEETS = {
     "kv-centralized": lambda: seed_fleet(
@@ -105,38 +61,6 @@ def fleet_files(request) -> tuple[str, P.FleetPlan, dict[str, str]]:
 # --------------------------------------------------------------------------------------
 # systemd-analyze verify
 # --------------------------------------------------------------------------------------
-
-@pytest.fixture(scope="module")
-def target_root(tmp_path_factory) -> Path:
-    """A root modelling a deploy target: the OS's unit targets, docker.service, the binaries."""
-    root = tmp_path_factory.mktemp("target-root")
-    system = root / "usr" / "lib" / "systemd" / "system"
-    system.mkdir(parents=True)
-    for source in Path("/usr/lib/systemd/system").glob("*.target"):
-        if source.is_file():
-            shutil.copy(source, system / source.name)
-    (root / "etc" / "systemd" / "system").mkdir(parents=True)
-    (system / "docker.service").write_text(
-        "[Unit]\nDescription=Docker Application Container Engine (model)\n\n"
-        "[Service]\nExecStart=/usr/bin/dockerd\n")
-    for exe in TARGET_EXECUTABLES:
-        path = root / exe.lstrip("/")
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text("#!/bin/sh\nexit 0\n")
-        path.chmod(0o755)
-    return root
-
-
-def verify_units(root: Path, units: dict[str, str]) -> subprocess.CompletedProcess:
-    unit_dir = root / "etc" / "systemd" / "system"
-    paths = []
-    for name, text in units.items():
-        path = unit_dir / name
-        path.write_text(text)
-        paths.append(str(path))
-    return subprocess.run([SYSTEMD_ANALYZE, "verify", "--man=no", f"--root={root}", *paths],
-                          capture_output=True, text=True, timeout=120, check=False)
-
 
 @pytest.mark.skipif(SYSTEMD_ANALYZE is None, reason="systemd-analyze is not installed (Debian: systemd)")
 def test_units_pass_systemd_analyze_verify(fleet_files, target_root):
@@ -377,22 +301,6 @@ def test_unresolved_placeholder_is_never_a_file():
 # --------------------------------------------------------------------------------------
 # the playbook, end to end
 # --------------------------------------------------------------------------------------
-
-def ansible_playbook() -> str:
-    candidate = Path(sys.executable).parent / "ansible-playbook"
-    return str(candidate) if candidate.exists() else "ansible-playbook"
-
-
-def run_render(inventory: Path, out: Path, *extra: str) -> subprocess.CompletedProcess:
-    env = dict(os.environ)
-    env["ANSIBLE_COLLECTIONS_PATH"] = str(REPO / ".collections")
-    env["ANSIBLE_NOCOLOR"] = "1"
-    env["ANSIBLE_RETRY_FILES_ENABLED"] = "0"
-    env.pop("ANSIBLE_CONFIG", None)
-    return subprocess.run([ansible_playbook(), "-i", str(inventory), str(REPO / "playbooks" / "render.yml"),
-                           "-e", f"vllm_render_dir={out}", *extra],
-                          capture_output=True, text=True, env=env, cwd=str(out.parent), timeout=300, check=False)
-
 
 def tree(root: Path) -> dict[str, tuple[bytes, int, int]]:
     return {str(p.relative_to(root)): (p.read_bytes(), stat.S_IMODE(p.stat().st_mode), p.stat().st_mtime_ns)

@@ -29,12 +29,13 @@ from pathlib import Path
 
 import pytest
 
+from processes import ROUTER_CLI, stop
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 ENGINE = REPO_ROOT / "tests" / "infra" / "standin" / "vllm_standin.py"
 HUB = REPO_ROOT / "tests" / "infra" / "hub_standin.py"
 VENV_BIN = Path(sys.executable).parent
 HF_CLI = shutil.which("hf", path=str(VENV_BIN)) or shutil.which("hf")
-ROUTER_CLI = shutil.which("vllm-router", path=str(VENV_BIN)) or shutil.which("vllm-router")
 MIB = 1024 * 1024
 
 
@@ -82,19 +83,6 @@ def wait_until(check, timeout: float, what: str, proc: subprocess.Popen | None =
             pass
         time.sleep(0.1)
     raise AssertionError("timed out after %ss waiting for %s" % (timeout, what))
-
-
-def stop(proc: subprocess.Popen) -> str:
-    """Terminate ``proc``; return everything it wrote."""
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-    out = proc.stdout.read() if proc.stdout else ""
-    return out
 
 
 class Engine:

@@ -20,7 +20,7 @@ import pytest
 import readers
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils import _placement as P
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils import _render as R
-from test_render import SYSTEMD_ANALYZE, target_root, verify_units  # noqa: F401  # pylint: disable=unused-import
+from systemd_root import SYSTEMD_ANALYZE, verify_units
 
 REPO = Path(__file__).resolve().parents[2]
 SEED = {"recipe": "zai-org/GLM-5.3-Flash"}
