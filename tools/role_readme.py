@@ -2,7 +2,7 @@
 """Generate each deploy role's README.md from its meta/argument_specs.yml.
 
     .venv/bin/python tools/role_readme.py          # rewrite roles/*/README.md
-    .venv/bin/python tools/role_readme.py --check  # fail when a README is stale (tests/unit/test_deploy.py)
+    .venv/bin/python tools/role_readme.py --check  # fail when a README is stale (tests/unit/roles/test_deploy.py)
 
 The text before the generated marker (the role's overview, written by hand) is kept;
 everything after it is the options table, rebuilt from the argument specs.

@@ -45,7 +45,7 @@ BUNDLED = ("community/docker", "ansible/posix", "community/library_inventory_fil
 TESTED_MINORS = ("2.18", "2.19")
 # The unit tests that drive ansible-core itself (plugins through ansible-playbook, ansible-doc)
 # run again on each tested minor other than the dev venv's; the engine's are pure Python.
-ANSIBLE_FACING_TESTS = ("tests/unit/test_plugins.py", "tests/unit/test_collection_layout.py")
+ANSIBLE_FACING_TESTS = ("tests/unit/plugins/test_plugins.py", "tests/unit/test_collection_layout.py")
 
 # Files an installed collection needs, and paths that must never ship (galaxy.yml build_ignore).
 MUST_SHIP = ("requirements.txt", "bindep.txt", "meta/execution-environment.yml", "meta/runtime.yml",

@@ -24,7 +24,7 @@ import pytest
 from ansible_collections.vllm_fleet.recipes.plugins.module_utils import _argv_check as M
 from ansible_collections.vllm_fleet.recipes.plugins.module_utils import _argv_checker as C
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[4]
 BIN = Path(sys.executable).parent
 IMAGE = os.environ.get("VLLM_ARGV_CHECK_IMAGE", "localhost:5000/vllm-cpu-test:v1")
 MODEL = "Qwen/Qwen3-0.6B"

@@ -29,7 +29,7 @@ from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils import _placeme
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils import _render as R
 from fleets import example_fleet
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 ROLES = REPO / "roles"
 DEPLOY_ROLES = ("preflight", "image", "weights", "fabric", "engine", "router")
 #: Roles that follow the role conventions below: the deploy roles and the optional monitoring role.

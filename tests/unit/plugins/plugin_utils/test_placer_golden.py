@@ -3,11 +3,11 @@
 One case per placer shape (``_placement.PLACERS``): single node, multi-node (TP+PP and
 DEP), prefill/decode pools (TP and DEP pools) and the Mooncake KV-store placers
 (centralized with a store host, distributed). Each case renders the fleet and compares
-every file with ``tests/unit/golden/<case>/``; a difference fails with a unified diff.
+every file with ``tests/unit/plugins/plugin_utils/golden/<case>/``; a difference fails with a unified diff.
 
 After a deliberate change, regenerate and review the diff in git:
 
-    VLLM_FLEET_UPDATE_GOLDEN=1 .venv/bin/python -m pytest tests/unit/test_placer_golden.py
+    VLLM_FLEET_UPDATE_GOLDEN=1 .venv/bin/python -m pytest tests/unit/plugins/plugin_utils/test_placer_golden.py
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ from ansible_collections.vllm_fleet.recipes.plugins.module_utils import _weights
 from ansible_collections.vllm_fleet.recipes.plugins.modules import vllm_weights_import as IMPORT
 from ansible_collections.vllm_fleet.recipes.plugins.modules import vllm_weights_verify as VERIFY
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[4]
 FETCH = REPO / "roles" / "weights" / "files" / "vllm-fleet-hf-fetch.sh"
 BIN = Path(sys.executable).parent
 SHARD = "model-00001-of-00002.safetensors"

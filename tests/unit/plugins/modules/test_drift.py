@@ -27,7 +27,7 @@ from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils import _placeme
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils import _render as R
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._container import SECRET_SHIM
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[4]
 BIN = Path(sys.executable).parent
 EXAMPLES = REPO / "playbooks" / "examples"
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-MODULE = Path(__file__).resolve().parents[2] / "plugins" / "modules" / "vllm_health_wait.py"
+MODULE = Path(__file__).resolve().parents[4] / "plugins" / "modules" / "vllm_health_wait.py"
 spec = importlib.util.spec_from_file_location("vllm_health_wait", MODULE)
 health_wait = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(health_wait)

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import yaml
 
-_COLLECTIONS = str(Path(__file__).resolve().parents[2] / ".collections")
+_COLLECTIONS = str(Path(__file__).resolve().parents[4] / ".collections")
 if _COLLECTIONS not in sys.path:  # harmless when conftest.py already did it
     sys.path.insert(0, _COLLECTIONS)
 
@@ -39,7 +39,7 @@ from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._loader import 
     load_recipe_from_tree,
 )
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[4]
 SHARED = Path(os.environ.get("VLLM_FLEET_SHARED_DIR") or REPO.parent / "shared")
 UPSTREAM = SHARED / "upstream" / "recipes"
 SEED_JSON = SHARED / "seed" / "GLM-5.3-Flash.json"

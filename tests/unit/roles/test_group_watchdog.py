@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-WATCHDOG = Path(__file__).resolve().parents[2] / "roles" / "engine" / "files" / "vllm-group-watchdog"
+WATCHDOG = Path(__file__).resolve().parents[3] / "roles" / "engine" / "files" / "vllm-group-watchdog"
 
 
 class Head:

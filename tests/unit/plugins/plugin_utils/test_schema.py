@@ -13,7 +13,7 @@ from typing import Any, Callable
 import pytest
 import yaml
 
-_COLLECTIONS = str(Path(__file__).resolve().parents[2] / ".collections")
+_COLLECTIONS = str(Path(__file__).resolve().parents[4] / ".collections")
 if _COLLECTIONS not in sys.path:  # harmless when conftest.py already did it
     sys.path.insert(0, _COLLECTIONS)
 
@@ -30,7 +30,7 @@ from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._schema import 
     validate_taxonomy,
 )
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[4]
 SHARED = Path(os.environ.get("VLLM_FLEET_SHARED_DIR") or REPO.parent / "shared")
 UPSTREAM = SHARED / "upstream" / "recipes"
 NO_SHARED = "../shared/upstream/recipes not found: upstream data tests need it beside the checkout"
