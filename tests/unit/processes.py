@@ -21,4 +21,3 @@ def stop(proc: subprocess.Popen) -> str:
             proc.wait()
     out = proc.stdout.read() if proc.stdout else ""
     return out
-
