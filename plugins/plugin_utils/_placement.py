@@ -237,7 +237,7 @@ def build_plan(hostvars: Mapping[str, Mapping[str, Any]], groups: Mapping[str, S
     for plan in plans:
         for proc in plan.processes:
             if proc.kind == "engine":
-                finish_env(plan, fleet.hosts[proc.host].gpus or (), proc)
+                finish_env(plan, proc)
                 exec_argv(plan, fleet, proc)
     spread_internal_ports(fleet)
     check_ports(fleet)
