@@ -1,17 +1,19 @@
 #!/usr/bin/env python
-"""Benchmark: render a generated 64-host fleet and a 1-host one; print both wall times.
+"""Benchmark: render generated 1-, 64- and 1,024-host fleets; print their wall times.
 
-    .venv/bin/python benchmarks/render.py [--repeat 3] [--keep DIR]
+    .venv/bin/python benchmarks/render.py [--repeat 3] [--keep DIR] [--sizes 1,64,1024]
 
 The 64-host inventory carries 8 deployments of the seed recipe with mixed
 strategies (multi-node TP+PP / DEP / TEP / TP, two PD clusters with DEP and TP
-pools, centralized and distributed Mooncake with routers). Each inventory is
-rendered twice:
+pools, centralized and distributed Mooncake with routers). The 1,024-host one
+repeats that layout 16 times (128 deployments) under distinct group and host
+names and addresses. Each inventory is rendered twice:
 
 * ``playbook``: ``ansible-playbook playbooks/render.yml`` end to end (what a user runs);
 * ``core``: ``build_plan`` + ``render`` in this process (the pure-Python part).
 
-Targets (issue 3): under 10 s for 64 hosts, and 64 hosts within 3x the 1-host time.
+Targets (issue 3): under 10 s for 64 hosts, 64 hosts within 3x the 1-host time,
+and under 10 s for 1,024 hosts.
 It is a benchmark: it prints figures and never fails on them.
 """
 
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -42,20 +45,25 @@ SEED = {"recipe": "zai-org/GLM-5.3-Flash", "hardware": "h200"}
 
 
 def _host(index: int, **extra) -> dict:
+    """Host ``index``'s vars: a unique, valid 10.x.y.z address up to index 51,499."""
     return {"ansible_host": f"10.{50 + index // 250}.{index % 250 // 10}.{index % 10 + 1}",
             "vllm_fabric_interface": "ens5", **extra}
 
 
-def fleet_64() -> dict:
-    """8 deployments, 64 hosts."""
-    counter = iter(range(1000))
+def fleet_copies(copies: int) -> dict:
+    """``copies`` x (8 deployments, 64 hosts); copies after a single one get a 2-digit group suffix."""
+    counter = iter(range(64 * copies))
     children: dict = {}
 
     def hosts(prefix: str, count: int, **extra) -> dict:
         return {f"{prefix}-{i}": _host(next(counter), **extra) for i in range(count)}
 
+    def declare(name: str, deployment: dict) -> dict:
+        """Copies declare identical deployments: name each one's group so they stay apart."""
+        return {"vllm_deployment": dict(deployment, group=name) if copies > 1 else deployment}
+
     def plain(name: str, count: int, deployment: dict) -> None:
-        children[name] = {"hosts": hosts(name, count), "vars": {"vllm_deployment": deployment}}
+        children[name] = {"hosts": hosts(name, count), "vars": declare(name, deployment)}
 
     def pd(name: str, prefill: int, decode: int, deployment: dict) -> None:
         children[name] = {
@@ -64,7 +72,7 @@ def fleet_64() -> dict:
                 f"{name}_decode": {"hosts": hosts(f"{name}-d", decode)},
                 f"{name}_router": {"hosts": hosts(f"{name}-r", 1)},
             },
-            "vars": {"vllm_deployment": deployment},
+            "vars": declare(name, deployment),
         }
 
     def kv(name: str, engines: int, deployment: dict, store: bool) -> None:
@@ -72,20 +80,32 @@ def fleet_64() -> dict:
         if store:
             extra.update(hosts(f"{name}-store", 1, vllm_mooncake_role="store"))
         children[name] = {"hosts": {**hosts(f"{name}-gpu", engines), **extra},
-                          "vars": {"vllm_deployment": deployment}}
+                          "vars": declare(name, deployment)}
 
-    plain("tppp", 8, dict(SEED, strategy="multi_node_tp_pp"))
-    plain("dep", 8, dict(SEED, strategy="multi_node_dep"))
-    plain("tep", 8, dict(SEED, strategy="multi_node_tep"))
-    plain("tp", 8, dict(SEED, strategy="multi_node_tp"))
     dep_pools = {"prefill": {"parallelism": "dep"}, "decode": {"parallelism": "dep"}}
-    pd("pddep", 4, 3, dict(SEED, strategy="pd_cluster", pd=dep_pools))
-    pd("pdtp", 3, 4, dict(SEED, strategy="pd_cluster"))
-    kv("kvc", 6, dict(SEED, strategy="single_node_tp", kv_offload="kv_store_centralized_mooncake",
-                      kv_instances=6), store=True)
-    kv("kvd", 7, dict(SEED, strategy="single_node_tp", kv_offload="kv_store_distributed_mooncake",
-                      kv_instances=7), store=False)
+    for copy in range(copies):
+        tag = f"{copy:02d}" if copies > 1 else ""
+        plain(f"tppp{tag}", 8, dict(SEED, strategy="multi_node_tp_pp"))
+        plain(f"dep{tag}", 8, dict(SEED, strategy="multi_node_dep"))
+        plain(f"tep{tag}", 8, dict(SEED, strategy="multi_node_tep"))
+        plain(f"tp{tag}", 8, dict(SEED, strategy="multi_node_tp"))
+        pd(f"pddep{tag}", 4, 3, dict(SEED, strategy="pd_cluster", pd=dep_pools))
+        pd(f"pdtp{tag}", 3, 4, dict(SEED, strategy="pd_cluster"))
+        kv(f"kvc{tag}", 6, dict(SEED, strategy="single_node_tp", kv_offload="kv_store_centralized_mooncake",
+                                kv_instances=6), store=True)
+        kv(f"kvd{tag}", 7, dict(SEED, strategy="single_node_tp", kv_offload="kv_store_distributed_mooncake",
+                                kv_instances=7), store=False)
     return {"all": {"children": children}}
+
+
+def fleet_64() -> dict:
+    """8 deployments, 64 hosts."""
+    return fleet_copies(1)
+
+
+def fleet_1024() -> dict:
+    """128 deployments, 1,024 hosts: the 64-host layout 16 times."""
+    return fleet_copies(16)
 
 
 def fleet_1() -> dict:
@@ -133,40 +153,79 @@ def time_core(doc: dict, repeat: int) -> tuple[float, int]:
     return statistics.median(times), files
 
 
-def time_playbook(inventory: Path, out: Path, repeat: int) -> float:
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def time_playbook(inventory: Path, out: Path, repeat: int) -> tuple[float, float]:
+    """Median wall and CPU (user + system, forks included) seconds of ``render.yml``."""
     env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(COLLECTIONS), ANSIBLE_NOCOLOR="1")
     binary = Path(sys.executable).parent / "ansible-playbook"
-    times = []
+    times, cpus = [], []
     for _run in range(repeat):
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), _children_cpu()
         subprocess.run([str(binary), "-i", str(inventory), str(ROOT / "playbooks" / "render.yml"),
                         "-e", f"vllm_render_dir={out}"], check=True, env=env, capture_output=True)
         times.append(time.perf_counter() - start)
-    return statistics.median(times)
+        cpus.append(_children_cpu() - cpu)
+    return statistics.median(times), statistics.median(cpus)
+
+
+#: inventory size -> (row label, generator)
+FLEETS = {
+    1: ("1 host", fleet_1),
+    64: ("64 hosts", fleet_64),
+    1024: ("1024 hosts", fleet_1024),
+}
+
+
+def _sizes(text: str) -> list[int]:
+    sizes = [int(part) for part in text.split(",") if part.strip()]
+    unknown = sorted(set(sizes) - set(FLEETS))
+    if unknown:
+        raise argparse.ArgumentTypeError(f"unknown size(s) {unknown}; choose from {sorted(FLEETS)}")
+    return sizes
+
+
+def report(rows: dict[int, tuple]) -> None:
+    """The table, then each target line whose inventories were measured."""
+    print(f"{'inventory':<10} {'hosts':>5} {'files':>6} {'core (s)':>9} {'playbook (s)':>13} {'playbook CPU (s)':>17}")
+    for label, hosts, files, core, playbook, cpu in rows.values():
+        print(f"{label:<10} {hosts:>5} {files:>6} {core:>9.3f} {playbook:>13.3f} {cpu:>17.3f}")
+    if 64 in rows:
+        many = rows[64]
+        line = f"64-host playbook: {many[4]:.2f} s (target < 10 s)"
+        if 1 in rows:
+            line += f"; ratio to 1 host: {many[4] / rows[1][4]:.2f}x (target <= 3x)"
+        print(line)
+        if 1 in rows:
+            print(f"core only: {many[3]:.3f} s vs {rows[1][3]:.3f} s ({many[3] / rows[1][3]:.1f}x)")
+    if 1024 in rows:
+        print(f"1,024-host playbook: {rows[1024][4]:.2f} s (target < 10 s), {rows[1024][5]:.2f} s CPU; "
+              f"core only: {rows[1024][3]:.3f} s")
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=3, help="runs per measurement (median is printed)")
     parser.add_argument("--keep", type=Path, help="write inventories and renders here instead of a temp dir")
+    parser.add_argument("--sizes", type=_sizes, default=sorted(FLEETS),
+                        help=f"comma-separated inventory sizes to measure (default: all of {sorted(FLEETS)})")
     args = parser.parse_args()
     work = args.keep or Path(tempfile.mkdtemp(prefix="vllm-render-bench-"))
     work.mkdir(parents=True, exist_ok=True)
-    rows = []
-    for label, doc in (("1 host", fleet_1()), ("64 hosts", fleet_64())):
+    rows = {}
+    for size in args.sizes:
+        label, generate = FLEETS[size]
+        doc = generate()
         slug = label.replace(" ", "-")
         inventory = work / f"{slug}.yml"
         inventory.write_text(yaml.safe_dump(doc, sort_keys=False))
         core, files = time_core(doc, args.repeat)
-        playbook = time_playbook(inventory, work / f"render-{slug}", args.repeat)
-        rows.append((label, count_hosts(doc), files, core, playbook))
-    print(f"{'inventory':<10} {'hosts':>5} {'files':>6} {'core (s)':>9} {'playbook (s)':>13}")
-    for label, hosts, files, core, playbook in rows:
-        print(f"{label:<10} {hosts:>5} {files:>6} {core:>9.3f} {playbook:>13.3f}")
-    one, many = rows[0], rows[1]
-    print(f"64-host playbook: {many[4]:.2f} s (target < 10 s); "
-          f"ratio to 1 host: {many[4] / one[4]:.2f}x (target <= 3x)")
-    print(f"core only: {many[3]:.3f} s vs {one[3]:.3f} s ({many[3] / one[3]:.1f}x)")
+        playbook, cpu = time_playbook(inventory, work / f"render-{slug}", args.repeat)
+        rows[size] = (label, count_hosts(doc), files, core, playbook, cpu)
+    report(rows)
     print(f"inventories and renders: {work}")
     return 0
 

@@ -40,13 +40,18 @@ The parser's own words are returned, not ours: an unknown flag reads
 
 from __future__ import annotations
 
+import argparse
 import contextlib
+import dataclasses
+import importlib
+import importlib.metadata
 import io
 import json
 import os
 import re
 import sys
 import time
+from typing import get_args
 
 CHECKER_VERSION = 1
 
@@ -149,8 +154,6 @@ class VllmServeChecker:
 
     @staticmethod
     def _registered(module, name, *fallbacks):
-        import importlib
-
         for candidate in (module,) + fallbacks:
             try:
                 manager = getattr(importlib.import_module(candidate), name)
@@ -167,8 +170,6 @@ class VllmServeChecker:
     def _tokenizer_modes():
         modes = set()
         try:
-            from typing import get_args
-
             from vllm.config.model import TokenizerMode
 
             modes.update(get_args(TokenizerMode))
@@ -255,8 +256,6 @@ class VllmServeChecker:
         if not isinstance(spec, dict):
             return None
         try:
-            import dataclasses
-
             from vllm.config import SpeculativeConfig
 
             fields = {f.name for f in dataclasses.fields(SpeculativeConfig)}
@@ -278,12 +277,8 @@ class RouterChecker:
     """The argparse front end of the installed ``vllm_router``."""
 
     def __init__(self):
-        import argparse
-
         try:
-            from importlib.metadata import version
-
-            self.version = version("vllm-router")
+            self.version = importlib.metadata.version("vllm-router")
         except Exception:  # pylint: disable=broad-except
             self.version = "unknown"
         # What vllm_router.launch_router.parse_router_args builds.

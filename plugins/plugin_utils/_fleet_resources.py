@@ -26,6 +26,7 @@ from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._plan_model imp
     Port,
     Process,
 )
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._vendors import VENDORS
 
 
 def _host_capacity(host: HostSpec, plans: Sequence[DeploymentPlan],
@@ -156,15 +157,15 @@ def _slices(host_name: str, host: HostSpec, deps: Sequence[str], need: Mapping[s
     return slices
 
 
-def finish_env(plan: DeploymentPlan, host_gpus: Sequence[int], proc: Process) -> None:
+def finish_env(plan: DeploymentPlan, proc: Process) -> None:
     var = visible_devices_var(plan.vendor)
     physical = ",".join(str(i) for i in proc.gpus)
-    if plan.vendor == "amd":
-        if "CUDA_VISIBLE_DEVICES" in proc.env:
-            # HIP indexes are relative to ROCR's mask.
+    if "CUDA_VISIBLE_DEVICES" in proc.env:
+        vendor = VENDORS.get(plan.vendor)
+        if vendor is not None and vendor.cuda_indexes_relative:  # e.g. HIP indexes are relative to ROCR's mask
             proc.env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in range(len(proc.gpus)))
-    elif "CUDA_VISIBLE_DEVICES" in proc.env:
-        proc.env["CUDA_VISIBLE_DEVICES"] = physical
+        else:
+            proc.env["CUDA_VISIBLE_DEVICES"] = physical
     if var is not None and proc.gpus:
         proc.env[var] = physical
 

@@ -237,7 +237,7 @@ def build_plan(hostvars: Mapping[str, Mapping[str, Any]], groups: Mapping[str, S
     for plan in plans:
         for proc in plan.processes:
             if proc.kind == "engine":
-                finish_env(plan, fleet.hosts[proc.host].gpus or (), proc)
+                finish_env(plan, proc)
                 exec_argv(plan, fleet, proc)
     spread_internal_ports(fleet)
     check_ports(fleet)
@@ -363,6 +363,13 @@ def engine_factory(*, catalog: Any = None, recipe_dirs: Sequence[str] = (), base
     resolutions (:class:`RecordedResolver`).
     """
     cat = catalog or _catalog.load_catalog()
+    recipes: dict[str, Any] = {}  # ref -> LoadedRecipe (read-only): deployments sharing a recipe load it once
+
+    def load(ref: str) -> Any:
+        if ref not in recipes:
+            recipes[ref] = _loader.load_recipe_ref(ref, catalog=cat, recipe_dirs=recipe_dirs, base_dir=base_dir,
+                                                   cache_dir=cache_dir)
+        return recipes[ref]
 
     def factory(decl: DeclaredDeployment) -> BoundEngine:
         spec = decl.spec
@@ -372,8 +379,7 @@ def engine_factory(*, catalog: Any = None, recipe_dirs: Sequence[str] = (), base
             return BoundEngine(resolve=RecordedResolver(records, source=path),
                                hardware_profile=profiles.get(spec.hardware or ""),
                                hardware_id=spec.hardware, selection=spec.selection())
-        recipe = _loader.load_recipe_ref(spec.recipe, catalog=cat, recipe_dirs=recipe_dirs, base_dir=base_dir,
-                                         cache_dir=cache_dir)
+        recipe = load(spec.recipe)
         base = spec.selection()
         cache: dict[str, Any] = {}
         bound = BoundEngine(resolve=lambda o: {})

@@ -37,6 +37,7 @@ from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._plan_model imp
     Process,
     deployment_error,
 )
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._vendors import VENDORS
 
 
 def drop_api_key(decl: DeclaredDeployment, argv: list[str], unit: str) -> list[str]:
@@ -206,10 +207,8 @@ class ProcessPlacer(PlacerContext):
             iface = self.interface(proc.host, "multi-node NCCL/Gloo traffic")
             node_env["NCCL_SOCKET_IFNAME"] = iface
             node_env["GLOO_SOCKET_IFNAME"] = iface
-            if self.vendor == "ascend":
-                node_env["HCCL_IF_IP"] = proc.address
-                node_env["HCCL_SOCKET_IFNAME"] = iface
-                node_env["TP_SOCKET_IFNAME"] = iface
+            for name, source in VENDORS[self.vendor].fabric_env:  # the vendor's own fabric (Ascend HCCL)
+                node_env[name] = proc.address if source == "address" else iface
         if proc.role in ("prefill", "decode"):
             node_env["VLLM_NIXL_SIDE_CHANNEL_HOST"] = proc.address
         hspec = self.hosts[proc.host]

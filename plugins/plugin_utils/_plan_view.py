@@ -156,10 +156,14 @@ def plan_to_dict(fleet: FleetPlan) -> dict[str, Any]:
                              for c in plan.config_files],
             "resolutions": plan.resolutions,
         }
+    procs_on: dict[str, list[Process]] = {}
+    for plan in fleet.deployments:
+        for proc in plan.processes:
+            procs_on.setdefault(proc.host, []).append(proc)
     hosts: dict[str, Any] = {}
     for name in sorted(fleet.hosts):
         spec = fleet.hosts[name]
-        procs = [p for plan in fleet.deployments for p in plan.processes if p.host == name]
+        procs = procs_on.get(name, [])
         if not procs:
             continue
         hosts[name] = {

@@ -84,6 +84,8 @@ def _shown(value: str, secret: bool) -> str:
 
 def control_problem(text: str) -> Optional[str]:
     """Why ``text`` cannot go on one line of a unit or env file, or ``None``."""
+    if text.isascii() and text.isprintable():  # fast path: no ASCII printable is refused below
+        return None
     for char in text:
         category = unicodedata.category(char)
         if category in ("Cc", "Cs", "Zl", "Zp") or char == "\ufeff":

@@ -7,8 +7,8 @@ substrings it must never contain (``absent``: a secret, a file's content). Each
 case is checked twice:
 
 * in Python (``build_plan`` on the hostvars Ansible computes for the inventory);
-* through ``playbooks/render.yml``: the play fails and the output directory
-  is never created.
+* through ``playbooks/render.yml``: its one compile-and-write task fails and the
+  output directory is never created.
 """
 
 from __future__ import annotations
@@ -108,8 +108,8 @@ def test_bad_input_fails_the_render_playbook_and_writes_nothing(name, tmp_path):
         capture_output=True, text=True, env=env, cwd=str(tmp_path), timeout=300, check=False)
     output = (result.stdout + result.stderr).replace('\\"', '"')
     assert result.returncode != 0, output
-    assert "Validate the fleet plan on the controller" in output
-    assert "Render the fleet plan" not in output  # the validation play stopped the run
+    assert "Validate and render the fleet plan on the controller" in output
+    assert "Summarise the plan" not in output  # the compile-and-write task stopped the run
     for expected in expectations(name):
         assert expected in output, f"{name}: {expected!r} not in output"
     for secret in never_shown(name):
