@@ -1,0 +1,120 @@
+"""What command synthesis knows before it looks at a selection's features, node counts or KV choices.
+
+Private to the vllm_fleet.recipes collection: not a public API.
+
+A ``Layout`` depends only on the recipe, variant, strategy and hardware, so it
+is computed once per combination and shared by every resolution of it (the
+inputs are treated as read-only and recognised by identity).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._gates import (
+    generation_override,
+    gpu_count_of,
+    hashable_key,
+    pd_pool_modes,
+    resolve_frontend,
+    single_node_tp,
+)
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._jsvalue import first, get, items, truthy
+
+
+def merge_env(env: dict, source: Any) -> None:
+    """``Object.assign(env, source)`` for mapping sources; anything else adds nothing."""
+    if isinstance(source, dict):
+        env.update(source)
+
+
+class Layout:
+    """The recipe, variant, strategy and hardware of a resolution, with their static argv and env layers."""
+
+    __slots__ = (
+        "recipe", "variant_key", "variant", "strategy_name", "strategy", "hardware_id", "profile",
+        "gpu_count", "deploy_type", "overrides", "single_node_tp", "model_id",
+        "model_and_variant_args", "hardware_args", "hardware_env", "model_and_variant_env",
+        "default_frontend", "strategy_args", "override_args", "parallel_flag", "parallelism", "pool_modes",
+    )
+
+    def __init__(self, recipe: Mapping, variant_key: Any, strategy_name: Any, hardware_id: Any,
+                 strategies: Mapping, taxonomy: Mapping) -> None:
+        variants = get(recipe, "variants")
+        variant = first(get(variants, variant_key) if hashable_key(variant_key) else None,
+                        get(variants, "default"), {})
+        strategy = first(get(strategies, strategy_name) if hashable_key(strategy_name) else None, {})
+        profile = first(get(get(taxonomy, "hardware_profiles"), hardware_id) if hashable_key(hardware_id) else None,
+                        {})
+        overrides = get(get(recipe, "strategy_overrides"), strategy_name) if hashable_key(strategy_name) else None
+        model = get(recipe, "model")
+        self.recipe = recipe
+        self.variant_key = variant_key
+        self.variant = variant
+        self.strategy_name = strategy_name
+        self.strategy = strategy
+        self.hardware_id = hardware_id
+        self.profile = profile
+        self.gpu_count = gpu_count_of(profile)
+        self.deploy_type = get(strategy, "deploy_type")
+        self.overrides = overrides
+        self.single_node_tp = single_node_tp(recipe, variant, profile, strategy_name, hardware_id)
+        self.model_id = first(get(variant, "model_id"), get(model, "model_id"), "unknown")
+        self.default_frontend = resolve_frontend(recipe, None, profile, hardware_id, strategy_name)
+        self.strategy_args = items(first(get(strategy, "vllm_args"), None))
+        self.override_args = (items(first(get(overrides, "extra_args"), None))
+                              + items(first(get(overrides, "vllm_args"), None))) if truthy(overrides) else []
+        self.parallel_flag = first(get(strategy, "parallel_flag"), "--tensor-parallel-size")
+        self.parallelism = get(strategy, "parallelism")
+        self.pool_modes = pd_pool_modes(recipe) if self.deploy_type == "pd_cluster" else ["tp"]
+        self._static_layers(model)
+
+    def _static_layers(self, model: Any) -> None:
+        """The model/variant and hardware-override argv and env layers.
+
+        A strategy's generation block replaces the recipe baseline and the
+        variant delta; the strategy's exact-GPU block adds on top.
+        """
+        variant, profile, hardware_id = self.variant, self.profile, self.hardware_id
+        variant_exact = get(get(variant, "hardware_overrides"), hardware_id) if hashable_key(hardware_id) else None
+        strategy_gen = generation_override(get(self.overrides, "hardware_overrides"), profile)
+        generation_blocks = [strategy_gen] if truthy(strategy_gen) else [
+            generation_override(get(self.recipe, "hardware_overrides"), profile),
+            generation_override(get(variant, "hardware_overrides"), profile),
+        ]
+        exact = get(get(self.overrides, "hardware_overrides"), hardware_id) if hashable_key(hardware_id) else None
+        hardware_args: list[Any] = []
+        hardware_env: dict = {}
+        for block in (*generation_blocks, exact):
+            hardware_args += items(first(get(block, "extra_args"), None))
+            merge_env(hardware_env, get(block, "extra_env"))
+        static_env: dict = {}
+        for block in (get(model, "base_env"), get(variant, "extra_env"), get(variant_exact, "extra_env")):
+            merge_env(static_env, block)
+        self.model_and_variant_args = (items(first(get(model, "base_args"), None))
+                                       + items(first(get(variant, "extra_args"), None))
+                                       + items(first(get(variant_exact, "extra_args"), None)))
+        self.hardware_args = hardware_args
+        self.hardware_env = hardware_env
+        self.model_and_variant_env = static_env
+
+
+_LAYOUT_CACHE: dict[tuple, tuple[tuple, Layout]] = {}
+_LAYOUT_CACHE_SIZE = 4096
+
+
+def layout_for(recipe: Mapping, variant_key: Any, strategy_name: Any, hardware_id: Any,
+               strategies: Mapping, taxonomy: Mapping) -> Layout:
+    """The shared ``Layout`` of one recipe/variant/strategy/hardware combination."""
+    hashable = all(hashable_key(v) for v in (variant_key, strategy_name, hardware_id))
+    key = (id(recipe), variant_key, strategy_name, hardware_id, id(strategies), id(taxonomy)) if hashable else None
+    if key is not None:
+        hit = _LAYOUT_CACHE.get(key)
+        if hit is not None and hit[0][0] is recipe and hit[0][1] is strategies and hit[0][2] is taxonomy:
+            return hit[1]
+    layout = Layout(recipe, variant_key, strategy_name, hardware_id, strategies, taxonomy)
+    if key is not None:
+        if len(_LAYOUT_CACHE) >= _LAYOUT_CACHE_SIZE:
+            _LAYOUT_CACHE.clear()
+        _LAYOUT_CACHE[key] = ((recipe, strategies, taxonomy), layout)
+    return layout
