@@ -25,9 +25,19 @@ def dedupe_flags(args: list[Any]) -> list[Any]:
 
     A flag takes the next token as its value unless that token is a flag too.
     """
+    return list(_deduped(args))
+
+
+def _deduped(args: list[Any]) -> list[Any]:
+    """``args`` itself when no flag repeats (the common case), else a deduplicated copy."""
+    flags = [word for word in args if isinstance(word, str) and word[:1] == "-"]
+    if len(flags) == len(set(flags)):
+        return args
+    return _drop_overridden_flags(args)
+
+
+def _drop_overridden_flags(args: list[Any]) -> list[Any]:
     units: list[tuple[Any, int, int]] = []  # (flag or None, start, end)
-    seen: set[str] = set()
-    repeated = False
     count = len(args)
     i = 0
     while i < count:
@@ -38,15 +48,11 @@ def dedupe_flags(args: list[Any]) -> list[Any]:
                 nxt = args[end]
                 if not (isinstance(nxt, str) and nxt[:1] == "-"):
                     end += 1
-            repeated = repeated or current in seen
-            seen.add(current)
             units.append((current, i, end))
             i = end
         else:
             units.append((None, i, i + 1))
             i += 1
-    if not repeated:
-        return list(args)
     last = {flag: index for index, (flag, _start, _end) in enumerate(units) if flag is not None}
     out: list[Any] = []
     for index, (flag, start, end) in enumerate(units):
@@ -71,32 +77,36 @@ def shell_quote(word: Any) -> Any:
 
 def final_args(args: Iterable[Any]) -> list[Any]:
     """Drop empty tokens, then dedupe flags: the argv that is actually run."""
-    return dedupe_flags([a for a in args if (a if isinstance(a, str) else truthy(a))])
+    return _deduped([a for a in args if (a if isinstance(a, str) else truthy(a))])
+
+
+def _non_string(token: Any) -> TypeError:
+    return TypeError(f"argv contains a non-string token {token!r}; every token must be a string")
 
 
 def format_command(model_id: Any, args: list[Any], *, final: bool = False) -> str:
     """The recipes site's layout: one flag and its value per continuation line."""
     words = args if final else final_args(args)
-    head = f"vllm serve {text(model_id)}"
+    head = "vllm serve " + text(model_id)
     if not words:
         return head
     lines: list[str] = []
-    count = len(words)
-    i = 0
-    while i < count:
-        current = words[i]
-        if not isinstance(current, str):
-            raise TypeError(f"argv contains a non-string token {current!r}; every token must be a string")
-        if current[:1] == "-" and i + 1 < count:
-            nxt = words[i + 1]
-            if not isinstance(nxt, str):
-                raise TypeError(f"argv contains a non-string token {nxt!r}; every token must be a string")
-            if nxt[:1] != "-":
-                lines.append(current + " " + shell_quote(nxt))
-                i += 2
-                continue
-        lines.append(current)
-        i += 1
+    append = lines.append
+    flag = None  # a flag waiting to see whether the next token is its value
+    for word in words:
+        if not isinstance(word, str):
+            raise _non_string(word)
+        if word[:1] == "-":
+            if flag is not None:
+                append(flag)
+            flag = word
+        elif flag is not None:
+            append(flag + " " + (_quoted(word) if word else word))
+            flag = None
+        else:
+            append(word)
+    if flag is not None:
+        append(flag)
     return head + " \\\n  " + " \\\n  ".join(lines)
 
 
