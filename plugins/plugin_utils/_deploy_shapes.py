@@ -21,7 +21,6 @@ from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._cmdline import
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._gates import (
     PD_ROLE_PORTS,
     PD_ROLES,
-    feature_allowed_for_strategy,
     follower_ranks,
     hashable_key,
 )
@@ -89,14 +88,12 @@ def multi_node(ctx: SynthesisContext) -> dict:
 
 def _companions(ctx: SynthesisContext) -> list[dict]:
     """Helper processes that run beside ``vllm serve`` on the same node."""
-    layout = ctx.layout
+    table = ctx.layout.features
     out = []
     for key in items(first(ctx.features, [])):
-        feature = get(get(layout.recipe, "features"), key) if hashable_key(key) else None
-        companion = get(feature, "companion")
-        if not truthy(get(companion, "command")):
-            continue
-        if not feature_allowed_for_strategy(feature, layout.strategy_name):
+        entry = table.entry(key) if hashable_key(key) else None
+        companion = entry.companion if entry is not None else None
+        if companion is None or not entry.allowed:
             continue
         out.append({
             "feature": key,

@@ -225,19 +225,35 @@ def mode_allowed_for_variant(mode: Any, variant_key: Any) -> bool:
 def resolve_mode_key(feature: Any, feature_key: str, variant: Any, variant_key: Any,
                      profile: Mapping, hardware_id: Any, selected: Any) -> Optional[str]:
     """The active mode of a single-select feature on this variant and hardware."""
+    allowed, fallback = mode_choices(feature, feature_key, variant, variant_key, profile, hardware_id)
+    return pick_mode(selected, allowed, fallback)
+
+
+def mode_choices(feature: Any, feature_key: str, variant: Any, variant_key: Any,
+                 profile: Mapping, hardware_id: Any) -> tuple[list, Any]:
+    """(modes allowed on this variant and hardware, the mode used when the selection names none of them).
+
+    The fallback is the variant's default mode, then the feature's, then the
+    first allowed mode; None when no mode is allowed.
+    """
     modes = get(feature, "modes")
     if not isinstance(modes, dict):
-        return None
+        return [], None
     allowed = [
         key for key, mode in modes.items()
         if mode_allowed_for_variant(mode, variant_key) and mode_supported(mode, profile, hardware_id)
     ]
     if not allowed:
-        return None
-    for candidate in (selected, get(get(variant, "default_modes"), feature_key), get(feature, "default_mode")):
+        return [], None
+    for candidate in (get(get(variant, "default_modes"), feature_key), get(feature, "default_mode")):
         if truthy(candidate) and candidate in allowed:
-            return candidate
-    return allowed[0]
+            return allowed, candidate
+    return allowed, allowed[0]
+
+
+def pick_mode(selected: Any, allowed: list, fallback: Any) -> Any:
+    """The selected mode when it is allowed, else the fallback."""
+    return selected if truthy(selected) and selected in allowed else fallback
 
 
 def resolve_frontend(recipe: Mapping, selected: Any, profile: Mapping, hardware_id: Any,

@@ -14,13 +14,11 @@ import math
 from typing import Any, Mapping, Optional
 
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._gates import (
-    feature_allowed_for_strategy,
-    hardware_keyed,
     hashable_key,
     kv_offload_allowed_for_strategy,
     kv_offload_brand_supported,
     kv_offload_supported_for_recipe,
-    resolve_mode_key,
+    pick_mode,
 )
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._jsvalue import (
     as_int_if_whole,
@@ -156,32 +154,19 @@ class SynthesisContext:
         """A feature with ``modes`` contributes its active mode (nothing when no
         mode runs here); a plain feature contributes itself or its per-hardware
         replacement."""
-        layout = self.layout
+        table = self.layout.features
         active = []
         for key in items(first(self.features, [])):
-            feature = get(get(layout.recipe, "features"), key) if hashable_key(key) else None
-            if not truthy(feature):
+            entry = table.entry(key) if hashable_key(key) else None
+            if entry is None or not entry.allowed:
                 continue
-            if not feature_allowed_for_strategy(feature, layout.strategy_name):
+            if self.kv_composing and entry.companion is not None:
                 continue
-            if self.kv_composing and truthy(get(get(feature, "companion"), "command")):
+            if entry.moded:
+                mode_key = pick_mode(get(self.feature_modes, key), entry.allowed_modes, entry.fallback_mode)
+                block = entry.mode_blocks.get(mode_key) if mode_key is not None else None
+                if block is not None:
+                    active.append(block)
                 continue
-            modes = get(feature, "modes")
-            if modes is not None and isinstance(modes, (dict, list)):
-                selected = get(self.feature_modes, key)
-                mode_key = resolve_mode_key(feature, key, layout.variant, layout.variant_key,
-                                            layout.profile, layout.hardware_id, selected)
-                mode = get(modes, mode_key) if mode_key is not None else None
-                if truthy(mode):
-                    active.append(self._hardware_replacement(mode))
-                continue
-            active.append(self._hardware_replacement(feature))
+            active.append(entry.plain)
         return active
-
-    def _hardware_replacement(self, block: Any) -> dict:
-        """A feature/mode's args and env, replaced per hardware when it declares so."""
-        replacement = hardware_keyed(get(block, "hardware_overrides"), self.layout.profile, self.layout.hardware_id)
-        return {
-            "args": present(get(replacement, "args"), get(block, "args")),
-            "env": present(get(replacement, "env"), get(block, "env")),
-        }

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._feature_table import FeatureTable
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._gates import (
     generation_override,
     gpu_count_of,
@@ -36,6 +37,7 @@ class Layout:
         "gpu_count", "deploy_type", "overrides", "single_node_tp", "model_id",
         "model_and_variant_args", "hardware_args", "hardware_env", "model_and_variant_env",
         "default_frontend", "strategy_args", "override_args", "parallel_flag", "parallelism", "pool_modes",
+        "features",
     )
 
     def __init__(self, recipe: Mapping, variant_key: Any, strategy_name: Any, hardware_id: Any,
@@ -67,6 +69,7 @@ class Layout:
         self.parallel_flag = first(get(strategy, "parallel_flag"), "--tensor-parallel-size")
         self.parallelism = get(strategy, "parallelism")
         self.pool_modes = pd_pool_modes(recipe) if self.deploy_type == "pd_cluster" else ["tp"]
+        self.features = FeatureTable(self)
         self._static_layers(model)
 
     def _static_layers(self, model: Any) -> None:
