@@ -36,25 +36,9 @@ from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._synthesis_cont
 def process_args(ctx: SynthesisContext, role: Optional[str], node_role: Optional[str],
                  node_rank: Any = 1) -> list[Any]:
     """One process's argv: ``role`` is a PD pool, ``node_role`` head/worker of a multi-node deployment."""
-    layout = ctx.layout
-    strategy = layout.strategy
-    args: list[Any] = list(layout.model_and_variant_args)
-    if layout.deploy_type != "pd_cluster":
-        args += layout.strategy_args
-    elif role and truthy(get(get(strategy, role), "vllm_args")):
-        args += items(get(get(strategy, role), "vllm_args"))
-    args += _parallel_args(ctx, role, node_role, node_rank)
-    if role is None:
-        args += layout.override_args
-    elif truthy(layout.overrides):
-        block = get(layout.overrides, role)
-        args += items(first(get(block, "extra_args"), None))
-        args += items(first(get(block, "vllm_args"), None))
-    args += layout.hardware_args
-    if role:
-        args += items(first(get(ctx.role_exact(role), "extra_args"), None))
-    args += ctx.tail_args()
-    if layout.deploy_type == "pd_cluster" and role:
+    layers = ctx.layout.layers(role)
+    args = [*layers.head, *_parallel_args(ctx, role, node_role, node_rank), *layers.middle, *ctx.tail_args()]
+    if role and ctx.layout.deploy_type == "pd_cluster":
         pd_args = get(get(get(ctx.kv_store, "pd"), role), "args")
         if truthy(pd_args):
             args += items(pd_args)

@@ -46,29 +46,16 @@ FRONTEND_ENV = "VLLM_USE_RUST_FRONTEND"
 def process_env(ctx: SynthesisContext, role: Optional[str]) -> dict:
     """The environment of one process (``role``: a PD pool, or None)."""
     layout = ctx.layout
-    strategy = layout.strategy
     is_pd = layout.deploy_type == "pd_cluster"
-    env: dict = dict(layout.model_and_variant_env)
-    if not is_pd:
-        merge_env(env, get(strategy, "env"))
-    elif role:
-        merge_env(env, get(get(strategy, role), "env"))
+    layers = layout.layers(role)
+    env = dict(layers.env_head)
     if ctx.kv_option is not None:
         merge_env(env, get(ctx.kv_option, "env"))
     if ctx.kv_composing or (is_pd and role and truthy(get(ctx.kv_store, "pd"))):
         merge_env(env, get(get(ctx.kv_store, "vllm"), "env"))
     if is_pd and role:
         _pin_pool_devices(ctx, env, role)
-    overrides = layout.overrides
-    if truthy(overrides):
-        merge_env(env, get(overrides, "env"))
-        if role:
-            merge_env(env, get(get(overrides, role), "env"))
-        else:
-            merge_env(env, get(overrides, "extra_env"))
-    env.update(layout.hardware_env)
-    if role:
-        merge_env(env, get(ctx.role_exact(role), "extra_env"))
+    env.update(layers.env_tail)
     for block in ctx.active_features():
         merge_env(env, block["env"])
     if ctx.frontend in FRONTENDS:

@@ -105,13 +105,6 @@ class SynthesisContext:
         """(recipe's strategy_overrides.<strategy>.<role>, strategy YAML's <role>)."""
         return first(get(self.layout.overrides, role), {}), first(get(self.layout.strategy, role), {})
 
-    def role_exact(self, role: Optional[str]) -> Any:
-        """The recipe's exact-hardware override block for one PD role."""
-        hardware_id = self.layout.hardware_id
-        if not role or not hashable_key(hardware_id):
-            return None
-        return get(get(get(self.layout.overrides, role), "hardware_overrides"), hardware_id)
-
     def pool_nodes(self, request: dict) -> Any:
         """Nodes of one PD pool; without a request, 1 on a multi-node deployment, else co-located (0)."""
         legacy = 1 if to_number(self.node_count) > 1 else 0

@@ -9,7 +9,7 @@ inputs are treated as read-only and recognised by identity).
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Mapping, Optional
 
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._feature_table import FeatureTable
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._gates import (
@@ -37,7 +37,7 @@ class Layout:
         "gpu_count", "deploy_type", "overrides", "single_node_tp", "model_id",
         "model_and_variant_args", "hardware_args", "hardware_env", "model_and_variant_env",
         "default_frontend", "strategy_args", "override_args", "parallel_flag", "parallelism", "pool_modes",
-        "features",
+        "features", "_role_layers",
     )
 
     def __init__(self, recipe: Mapping, variant_key: Any, strategy_name: Any, hardware_id: Any,
@@ -70,6 +70,7 @@ class Layout:
         self.parallelism = get(strategy, "parallelism")
         self.pool_modes = pd_pool_modes(recipe) if self.deploy_type == "pd_cluster" else ["tp"]
         self.features = FeatureTable(self)
+        self._role_layers: dict = {}
         self._static_layers(model)
 
     def _static_layers(self, model: Any) -> None:
@@ -100,6 +101,56 @@ class Layout:
         self.hardware_args = hardware_args
         self.hardware_env = hardware_env
         self.model_and_variant_env = static_env
+
+    def layers(self, role: Optional[str]) -> "RoleLayers":
+        """The static argv and env layers of one process role (a PD pool, or None)."""
+        layers = self._role_layers.get(role)
+        if layers is None:
+            layers = RoleLayers(self, role)
+            self._role_layers[role] = layers
+        return layers
+
+
+class RoleLayers:
+    """What every process of one role starts and ends with, around the per-selection layers.
+
+    argv: ``head`` + parallel layout + ``middle`` + advanced/feature/KV args.
+    env: ``env_head`` + KV and PD pinning + ``env_tail`` + features and frontend.
+    """
+
+    __slots__ = ("head", "middle", "env_head", "env_tail")
+
+    def __init__(self, layout: Layout, role: Optional[str]) -> None:
+        strategy, overrides = layout.strategy, layout.overrides
+        is_pd = layout.deploy_type == "pd_cluster"
+        role_strategy = get(strategy, role) if role else None
+        role_exact = get(get(get(overrides, role), "hardware_overrides"), layout.hardware_id) \
+            if role and hashable_key(layout.hardware_id) else None
+        self.head = list(layout.model_and_variant_args)
+        if not is_pd:
+            self.head += layout.strategy_args
+        elif role and truthy(get(role_strategy, "vllm_args")):
+            self.head += items(get(role_strategy, "vllm_args"))
+        if role is None:
+            self.middle = list(layout.override_args)
+        elif truthy(overrides):
+            block = get(overrides, role)
+            self.middle = items(first(get(block, "extra_args"), None)) + items(first(get(block, "vllm_args"), None))
+        else:
+            self.middle = []
+        self.middle += layout.hardware_args
+        if role:
+            self.middle += items(first(get(role_exact, "extra_args"), None))
+        self.env_head = dict(layout.model_and_variant_env)
+        merge_env(self.env_head, get(strategy, "env") if not is_pd else get(role_strategy, "env") if role else None)
+        tail: dict = {}
+        if truthy(overrides):
+            merge_env(tail, get(overrides, "env"))
+            merge_env(tail, get(get(overrides, role), "env") if role else get(overrides, "extra_env"))
+        tail.update(layout.hardware_env)
+        if role:
+            merge_env(tail, get(role_exact, "extra_env"))
+        self.env_tail = tail
 
 
 _LAYOUT_CACHE: dict[tuple, tuple[tuple, Layout]] = {}
