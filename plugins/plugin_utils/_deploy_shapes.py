@@ -39,10 +39,7 @@ from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._jsvalue import
 )
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._process_args import process_args
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._process_env import process_env
-from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._synthesis_context import (
-    SynthesisContext,
-    pd_role_request,
-)
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._synthesis_context import SynthesisContext
 
 
 def rendered(ctx: SynthesisContext, args: list[Any]) -> tuple[str, list[Any]]:
@@ -188,7 +185,7 @@ def pool_meta(ctx: SynthesisContext, role: str) -> dict:
     """Sizes of one PD pool as the recipes site reports them."""
     gpu_count = ctx.layout.gpu_count
     override_cfg, strategy_cfg = ctx.role_config(role)
-    request = pd_role_request(ctx.pd_nodes, role)
+    request = ctx.pd_request(role)
     nodes = ctx.pool_nodes(request)
     parallelism = first(request.get("parallelism"), get(override_cfg, "parallelism"),
                         get(strategy_cfg, "parallelism"), "tp")

@@ -27,10 +27,7 @@ from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._jsvalue import
     to_number,
     truthy,
 )
-from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._synthesis_context import (
-    SynthesisContext,
-    pd_role_request,
-)
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._synthesis_context import SynthesisContext
 
 
 def process_args(ctx: SynthesisContext, role: Optional[str], node_role: Optional[str],
@@ -122,7 +119,7 @@ def _pd_pool_args(ctx: SynthesisContext, role: Optional[str]) -> list[str]:
     if role is None:
         raise TypeError("pd_cluster needs a role (prefill or decode) for every process")
     layout = ctx.layout
-    request = pd_role_request(ctx.pd_nodes, role)
+    request = ctx.pd_request(role)
     override_cfg, strategy_cfg = ctx.role_config(role)
     pool_nodes = ctx.pool_nodes(request)
     pool_gpus = (as_int_if_whole(math.floor(layout.gpu_count / 2)) if pool_nodes == 0

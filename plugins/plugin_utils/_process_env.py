@@ -23,10 +23,7 @@ from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._jsvalue import
     to_number,
     truthy,
 )
-from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._synthesis_context import (
-    SynthesisContext,
-    pd_role_request,
-)
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._synthesis_context import SynthesisContext
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._synthesis_layout import merge_env
 
 # NCCL symmetric-memory, cross-node NVLink and UCX device settings only make
@@ -71,7 +68,7 @@ def process_env(ctx: SynthesisContext, role: Optional[str]) -> dict:
 def _pin_pool_devices(ctx: SynthesisContext, env: dict, role: str) -> None:
     """Whole nodes own every local GPU; a co-located pool takes its half."""
     gpu_count = ctx.layout.gpu_count
-    pool_nodes = ctx.pool_nodes(pd_role_request(ctx.pd_nodes, role))
+    pool_nodes = ctx.pool_nodes(ctx.pd_request(role))
     count = int(to_number(gpu_count)) if is_number(gpu_count) else 1
     if to_number(pool_nodes) >= 1:
         env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in range(count))
@@ -87,7 +84,7 @@ def _pin_pool_devices(ctx: SynthesisContext, env: dict, role: str) -> None:
 
 def _point_at_own_node(ctx: SynthesisContext, env: dict, role: str) -> None:
     """A non-zero DEP rank binds per-node values to its own node, not node 1."""
-    request = pd_role_request(ctx.pd_nodes, role)
+    request = ctx.pd_request(role)
     rank = first(request.get("rank"), 0)
     override_cfg, strategy_cfg = ctx.role_config(role)
     parallelism = first(request.get("parallelism"), get(override_cfg, "parallelism"),

@@ -68,17 +68,9 @@ class SynthesisContext:
         self.pd_nodes = pd_nodes
         self.is_multi = layout.deploy_type == "multi_node" and to_number(node_count) > 1
 
-        store = get(strategies, kv_offload) if truthy(kv_offload) and hashable_key(kv_offload) else None
-        self.kv_store = store if get(store, "deploy_type") == "kv_store_lb" else None
-        self.kv_composing = self.kv_store is not None and layout.deploy_type != "pd_cluster"
-        option = get(get(taxonomy, "kv_offload"), kv_offload) if hashable_key(kv_offload) else None
         self.kv_offload = kv_offload
-        self.kv_option = option if (
-            truthy(option)
-            and kv_offload_allowed_for_strategy(option, strategy_name, layout.strategy)
-            and kv_offload_supported_for_recipe(option, kv_offload, recipe)
-            and kv_offload_brand_supported(option, layout.profile)
-        ) else None
+        self.kv_store, self.kv_option = layout.kv_choice(kv_offload)
+        self.kv_composing = self.kv_store is not None and layout.deploy_type != "pd_cluster"
 
         request = kv_instances if truthy(kv_instances) and isinstance(kv_instances, (dict, list)) \
             else {"count": kv_instances}
@@ -92,6 +84,7 @@ class SynthesisContext:
         self.frontend = frontend if truthy(frontend) else layout.default_frontend
         self._features: Optional[list[dict]] = None
         self._tail_args: Optional[list[Any]] = None
+        self._pd_requests: dict = {}
 
     # ---------------------------------------------------------------- helpers
 
@@ -103,7 +96,15 @@ class SynthesisContext:
 
     def role_config(self, role: str) -> tuple[Any, Any]:
         """(recipe's strategy_overrides.<strategy>.<role>, strategy YAML's <role>)."""
-        return first(get(self.layout.overrides, role), {}), first(get(self.layout.strategy, role), {})
+        layers = self.layout.layers(role)
+        return layers.override_cfg, layers.strategy_cfg
+
+    def pd_request(self, role: str) -> dict:
+        """One PD pool's request (see ``pd_role_request``)."""
+        request = self._pd_requests.get(role)
+        if request is None:
+            request = self._pd_requests[role] = pd_role_request(self.pd_nodes, role)
+        return request
 
     def pool_nodes(self, request: dict) -> Any:
         """Nodes of one PD pool; without a request, 1 on a multi-node deployment, else co-located (0)."""

@@ -16,6 +16,9 @@ from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._gates import (
     generation_override,
     gpu_count_of,
     hashable_key,
+    kv_offload_allowed_for_strategy,
+    kv_offload_brand_supported,
+    kv_offload_supported_for_recipe,
     pd_pool_modes,
     resolve_frontend,
     single_node_tp,
@@ -37,7 +40,7 @@ class Layout:
         "gpu_count", "deploy_type", "overrides", "single_node_tp", "model_id",
         "model_and_variant_args", "hardware_args", "hardware_env", "model_and_variant_env",
         "default_frontend", "strategy_args", "override_args", "parallel_flag", "parallelism", "pool_modes",
-        "features", "_role_layers",
+        "features", "strategies", "kv_options", "_role_layers", "_kv_choices",
     )
 
     def __init__(self, recipe: Mapping, variant_key: Any, strategy_name: Any, hardware_id: Any,
@@ -70,7 +73,10 @@ class Layout:
         self.parallelism = get(strategy, "parallelism")
         self.pool_modes = pd_pool_modes(recipe) if self.deploy_type == "pd_cluster" else ["tp"]
         self.features = FeatureTable(self)
+        self.strategies = strategies
+        self.kv_options = get(taxonomy, "kv_offload")
         self._role_layers: dict = {}
+        self._kv_choices: dict = {}
         self._static_layers(model)
 
     def _static_layers(self, model: Any) -> None:
@@ -111,6 +117,32 @@ class Layout:
         return layers
 
 
+    def kv_choice(self, kv_offload: Any) -> tuple[Any, Any]:
+        """(Mooncake store, KV-offload option) a ``kv_offload`` selection names here; either may be None.
+
+        An option gated off by the strategy, the recipe or the brand is
+        silently dropped, as on the recipes site.
+        """
+        if not hashable_key(kv_offload):
+            return None, None
+        choice = self._kv_choices.get(kv_offload)
+        if choice is None:
+            choice = self._kv_choice(kv_offload)
+            self._kv_choices[kv_offload] = choice
+        return choice
+
+    def _kv_choice(self, kv_offload: Any) -> tuple[Any, Any]:
+        store = get(self.strategies, kv_offload) if truthy(kv_offload) else None
+        option = get(self.kv_options, kv_offload)
+        allowed = (
+            truthy(option)
+            and kv_offload_allowed_for_strategy(option, self.strategy_name, self.strategy)
+            and kv_offload_supported_for_recipe(option, kv_offload, self.recipe)
+            and kv_offload_brand_supported(option, self.profile)
+        )
+        return store if get(store, "deploy_type") == "kv_store_lb" else None, option if allowed else None
+
+
 class RoleLayers:
     """What every process of one role starts and ends with, around the per-selection layers.
 
@@ -118,12 +150,15 @@ class RoleLayers:
     env: ``env_head`` + KV and PD pinning + ``env_tail`` + features and frontend.
     """
 
-    __slots__ = ("head", "middle", "env_head", "env_tail")
+    __slots__ = ("head", "middle", "env_head", "env_tail", "override_cfg", "strategy_cfg")
 
     def __init__(self, layout: Layout, role: Optional[str]) -> None:
         strategy, overrides = layout.strategy, layout.overrides
         is_pd = layout.deploy_type == "pd_cluster"
         role_strategy = get(strategy, role) if role else None
+        # recipe's strategy_overrides.<strategy>.<role>, strategy YAML's <role>
+        self.override_cfg = first(get(overrides, role), {})
+        self.strategy_cfg = first(role_strategy, {})
         role_exact = get(get(get(overrides, role), "hardware_overrides"), layout.hardware_id) \
             if role and hashable_key(layout.hardware_id) else None
         self.head = list(layout.model_and_variant_args)
@@ -160,12 +195,13 @@ _LAYOUT_CACHE_SIZE = 4096
 def layout_for(recipe: Mapping, variant_key: Any, strategy_name: Any, hardware_id: Any,
                strategies: Mapping, taxonomy: Mapping) -> Layout:
     """The shared ``Layout`` of one recipe/variant/strategy/hardware combination."""
-    hashable = all(hashable_key(v) for v in (variant_key, strategy_name, hardware_id))
-    key = (id(recipe), variant_key, strategy_name, hardware_id, id(strategies), id(taxonomy)) if hashable else None
-    if key is not None:
+    key: Optional[tuple] = (id(recipe), variant_key, strategy_name, hardware_id, id(strategies), id(taxonomy))
+    try:
         hit = _LAYOUT_CACHE.get(key)
-        if hit is not None and hit[0][0] is recipe and hit[0][1] is strategies and hit[0][2] is taxonomy:
-            return hit[1]
+    except TypeError:  # an unhashable selection value: computed, never cached
+        hit = key = None
+    if hit is not None and hit[0][0] is recipe and hit[0][1] is strategies and hit[0][2] is taxonomy:
+        return hit[1]
     layout = Layout(recipe, variant_key, strategy_name, hardware_id, strategies, taxonomy)
     if key is not None:
         if len(_LAYOUT_CACHE) >= _LAYOUT_CACHE_SIZE:
