@@ -25,11 +25,16 @@ def dedupe_flags(args: list[Any]) -> list[Any]:
 
     A flag takes the next token as its value unless that token is a flag too.
     """
-    return list(_deduped(args))
+    return list(dedupe_kept(args))
 
 
-def _deduped(args: list[Any]) -> list[Any]:
-    """``args`` itself when no flag repeats (the common case), else a deduplicated copy."""
+def kept_tokens(args: Iterable[Any]) -> list[Any]:
+    """The tokens that survive into the argv: empty and falsy tokens are dropped."""
+    return [a for a in args if (a if isinstance(a, str) else truthy(a))]
+
+
+def dedupe_kept(args: list[Any]) -> list[Any]:
+    """``dedupe_flags`` for a fresh ``kept_tokens`` list: ``args`` itself when no flag repeats (the common case)."""
     flags = [word for word in args if isinstance(word, str) and word[:1] == "-"]
     if len(flags) == len(set(flags)):
         return args
@@ -77,7 +82,7 @@ def shell_quote(word: Any) -> Any:
 
 def final_args(args: Iterable[Any]) -> list[Any]:
     """Drop empty tokens, then dedupe flags: the argv that is actually run."""
-    return _deduped([a for a in args if (a if isinstance(a, str) else truthy(a))])
+    return dedupe_kept(kept_tokens(args))
 
 
 def _non_string(token: Any) -> TypeError:

@@ -14,7 +14,7 @@ import math
 from typing import Any
 
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._cmdline import (
-    final_args,
+    dedupe_kept,
     format_argv,
     format_command,
 )
@@ -43,8 +43,8 @@ from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._synthesis_cont
 
 
 def rendered(ctx: SynthesisContext, args: list[Any]) -> tuple[str, list[Any]]:
-    """(command string, argv) of one process, from one dedupe pass."""
-    words = final_args(args)
+    """(command string, argv) of one process (``process_args`` output), from one dedupe pass."""
+    words = dedupe_kept(args)
     model_id = ctx.layout.model_id
     return format_command(model_id, words, final=True), format_argv(model_id, words, final=True)
 

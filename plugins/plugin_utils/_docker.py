@@ -105,12 +105,12 @@ class _EnvFlags:
 
 def docker_argv(argv: list[Any], env: Mapping, meta: Mapping, port: int = 8000) -> list[Any]:
     """``docker run`` argv around a ``vllm serve`` argv (the image's entrypoint is ``vllm serve``)."""
-    return _wrap_argv(argv, _EnvFlags(env), meta, port)
+    return _wrap_argv(argv, _EnvFlags(env), meta, port, _gpu_argv(meta))
 
 
-def _wrap_argv(argv: list[Any], env: _EnvFlags, meta: Mapping, port: int) -> list[Any]:
+def _wrap_argv(argv: list[Any], env: _EnvFlags, meta: Mapping, port: int, gpu_flags: tuple[str, ...]) -> list[Any]:
     command = argv[2:] if argv[:2] == ["vllm", "serve"] else list(argv)
-    out: list[Any] = ["docker", "run", *_gpu_argv(meta), "--privileged", "--ipc=host", "-p", f"{port}:{port}",
+    out: list[Any] = ["docker", "run", *gpu_flags, "--privileged", "--ipc=host", "-p", f"{port}:{port}",
                       "-v", HF_CACHE_MOUNT]
     for mount in env.mounts(command[0] if command else None):
         out += ["-v", mount]
@@ -160,8 +160,10 @@ def docker_processes(output: Mapping[str, Any], meta: Mapping) -> dict:
     ``vllm`` and ``vllm_workers``; each is ``{port, argv, command}``. The env
     flags are formatted once per env map, not once per process.
     """
+    gpu_flags = _gpu_argv(meta)
+
     def wrap(argv: list, command: str, env: _EnvFlags, port: int) -> dict:
-        return {"port": port, "argv": _wrap_argv(argv, env, meta, port),
+        return {"port": port, "argv": _wrap_argv(argv, env, meta, port, gpu_flags),
                 "command": _wrap_command(command, env, meta, port)}
 
     kind = output.get("deployType")

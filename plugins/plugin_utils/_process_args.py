@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from typing import Any, Optional
 
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._cmdline import kept_tokens
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._gates import generation_override, hashable_key
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._jsvalue import (
     as_int_if_whole,
@@ -32,13 +33,17 @@ from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._synthesis_cont
 
 def process_args(ctx: SynthesisContext, role: Optional[str], node_role: Optional[str],
                  node_rank: Any = 1) -> list[Any]:
-    """One process's argv: ``role`` is a PD pool, ``node_role`` head/worker of a multi-node deployment."""
+    """One process's argv, empty tokens already dropped (``kept_tokens``) but not yet deduplicated.
+
+    ``role`` is a PD pool, ``node_role`` head/worker of a multi-node deployment.
+    """
     layers = ctx.layout.layers(role)
-    args = [*layers.head, *_parallel_args(ctx, role, node_role, node_rank), *layers.middle, *ctx.tail_args()]
+    args = [*layers.head, *kept_tokens(_parallel_args(ctx, role, node_role, node_rank)), *layers.middle,
+            *ctx.tail_args()]
     if role and ctx.layout.deploy_type == "pd_cluster":
         pd_args = get(get(get(ctx.kv_store, "pd"), role), "args")
         if truthy(pd_args):
-            args += items(pd_args)
+            args += kept_tokens(items(pd_args))
     return args
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from typing import Any, Mapping, Optional
 
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._cmdline import kept_tokens
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._gates import (
     hashable_key,
     kv_offload_allowed_for_strategy,
@@ -123,7 +124,7 @@ class SynthesisContext:
     # --------------------------------------------------------------- features
 
     def tail_args(self) -> list[Any]:
-        """Advanced args, feature args and KV-connector args: the layers every process ends with."""
+        """Advanced, feature and KV-connector args (empty tokens dropped): the layers every process ends with."""
         if self._tail_args is None:
             args: list[Any] = []
             advanced = self.advanced_args
@@ -135,7 +136,7 @@ class SynthesisContext:
                 args += items(first(get(self.kv_option, "args"), []))
             if self.kv_composing:
                 args += items(first(get(get(self.kv_store, "vllm"), "vllm_args"), []))
-            self._tail_args = args
+            self._tail_args = kept_tokens(args)
         return self._tail_args
 
     def active_features(self) -> list[dict]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Optional
 
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._cmdline import kept_tokens
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._feature_table import FeatureTable
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._gates import (
     generation_override,
@@ -146,7 +147,7 @@ class Layout:
 class RoleLayers:
     """What every process of one role starts and ends with, around the per-selection layers.
 
-    argv: ``head`` + parallel layout + ``middle`` + advanced/feature/KV args.
+    argv: ``head`` + parallel layout + ``middle`` + advanced/feature/KV args (each without empty tokens).
     env: ``env_head`` + KV and PD pinning + ``env_tail`` + features and frontend.
     """
 
@@ -176,6 +177,8 @@ class RoleLayers:
         self.middle += layout.hardware_args
         if role:
             self.middle += items(first(get(role_exact, "extra_args"), None))
+        self.head = kept_tokens(self.head)
+        self.middle = kept_tokens(self.middle)
         self.env_head = dict(layout.model_and_variant_env)
         merge_env(self.env_head, get(strategy, "env") if not is_pd else get(role_strategy, "env") if role else None)
         tail: dict = {}
