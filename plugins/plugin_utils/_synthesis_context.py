@@ -16,9 +16,6 @@ from typing import Any, Mapping, Optional
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._cmdline import kept_tokens
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._gates import (
     hashable_key,
-    kv_offload_allowed_for_strategy,
-    kv_offload_brand_supported,
-    kv_offload_supported_for_recipe,
     pick_mode,
 )
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._jsvalue import (

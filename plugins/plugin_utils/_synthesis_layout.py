@@ -117,7 +117,6 @@ class Layout:
             self._role_layers[role] = layers
         return layers
 
-
     def kv_choice(self, kv_offload: Any) -> tuple[Any, Any]:
         """(Mooncake store, KV-offload option) a ``kv_offload`` selection names here; either may be None.
 
