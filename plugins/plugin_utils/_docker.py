@@ -78,32 +78,43 @@ def docker_meta(recipe: Mapping, variant: Mapping, profile: Mapping, hardware_id
     }
 
 
-def _gpu_argv(meta: Mapping) -> list[str]:
+def _gpu_argv(meta: Mapping) -> tuple[str, ...]:
     vendor = site_vendor_key(meta.get("isTpu"), meta.get("isAmd"), meta.get("isXpu"), meta.get("isIntel"))
-    return list(VENDORS[vendor].upstream_flags_argv)
+    return VENDORS[vendor].upstream_flags_argv
 
 
-def _extra_mounts(model_id: Any, env: Mapping) -> list[str]:
-    """A local checkpoint path and every ``*_CONFIG_PATH`` file, bound read-only."""
-    mounts = []
-    if isinstance(model_id, str) and model_id.startswith("/"):
-        mounts.append(f"{model_id}:{model_id}:ro")
-    for key, value in (env or {}).items():
-        if isinstance(key, str) and key.endswith("_CONFIG_PATH"):
-            mounts.append(f"{text(value)}:{text(value)}:ro")
-    return mounts
+class _EnvFlags:
+    """One env map's docker flags, formatted once and shared by every process that runs with it."""
+
+    __slots__ = ("argv", "text", "config_mounts")
+
+    def __init__(self, env: Optional[Mapping]) -> None:
+        pairs = [(key, text(value)) for key, value in (env or {}).items()]
+        self.argv = [word for key, value in pairs for word in ("-e", f"{key}={value}")]
+        self.text = " \\\n  ".join(f"-e {key}={value}" for key, value in pairs)
+        # every *_CONFIG_PATH file is bound read-only
+        self.config_mounts = [f"{value}:{value}:ro" for key, value in pairs
+                              if isinstance(key, str) and key.endswith("_CONFIG_PATH")]
+
+    def mounts(self, model_id: Any) -> list[str]:
+        """A local checkpoint path, then the config files."""
+        if isinstance(model_id, str) and model_id.startswith("/"):
+            return [f"{model_id}:{model_id}:ro", *self.config_mounts]
+        return self.config_mounts
 
 
 def docker_argv(argv: list[Any], env: Mapping, meta: Mapping, port: int = 8000) -> list[Any]:
     """``docker run`` argv around a ``vllm serve`` argv (the image's entrypoint is ``vllm serve``)."""
+    return _wrap_argv(argv, _EnvFlags(env), meta, port, _gpu_argv(meta))
+
+
+def _wrap_argv(argv: list[Any], env: _EnvFlags, meta: Mapping, port: int, gpu_flags: tuple[str, ...]) -> list[Any]:
     command = argv[2:] if argv[:2] == ["vllm", "serve"] else list(argv)
-    out: list[Any] = ["docker", "run", *_gpu_argv(meta), "--privileged", "--ipc=host", "-p", f"{port}:{port}",
+    out: list[Any] = ["docker", "run", *gpu_flags, "--privileged", "--ipc=host", "-p", f"{port}:{port}",
                       "-v", HF_CACHE_MOUNT]
-    for mount in _extra_mounts(command[0] if command else None, env):
+    for mount in env.mounts(command[0] if command else None):
         out += ["-v", mount]
-    for key, value in (env or {}).items():
-        out += ["-e", f"{key}={text(value)}"]
-    return [*out, meta.get("image"), *command]
+    return [*out, *env.argv, meta.get("image"), *command]
 
 
 _SERVE = re.compile(r"^vllm serve (\S+)")
@@ -124,20 +135,20 @@ def _split_serve(command: str) -> tuple[str, str]:
 
 def docker_command(command: str, env: Mapping, meta: Mapping, port: int = 8000) -> str:
     """The shell form of ``docker_argv``, in the recipes site's line layout."""
-    match = re.match(r"^vllm serve (\S+)", command)
-    model_id = match.group(1) if match else "MODEL"
-    mounts = _extra_mounts(model_id, env)
+    return _wrap_command(command, _EnvFlags(env), meta, port)
+
+
+def _wrap_command(command: str, env: _EnvFlags, meta: Mapping, port: int) -> str:
+    model_id, body = _split_serve(command)
+    mounts = env.mounts(model_id)
     prereq = f"# {model_id} must already exist on the host \u2014 bind-mounted read-only below.\n" \
         if mounts and model_id.startswith("/") else ""
-    body = re.sub(r"^vllm serve \S+\s*\\?\n?\s*", "", command, count=1)
-    env_flags = " \\\n  ".join(f"-e {k}={text(v)}" for k, v in (env or {}).items())
-    mount_flags = " \\\n  ".join(f"-v {m}" for m in mounts)
     head = (f"{prereq}docker run {meta.get('gpuFlags')} \\\n  --privileged --ipc=host -p {port}:{port} \\\n"
             f"  -v {HF_CACHE_MOUNT} \\")
-    if mount_flags:
-        head += f"\n  {mount_flags} \\"
-    if env_flags:
-        head += f"\n  {env_flags} \\"
+    if mounts:
+        head += "\n  " + " \\\n  ".join(f"-v {m}" for m in mounts) + " \\"
+    if env.text:
+        head += f"\n  {env.text} \\"
     tail = f" \\\n  {body}" if body else ""
     return f"{head}\n  {text(meta.get('image'))} {model_id}{tail}"
 
@@ -146,25 +157,28 @@ def docker_processes(output: Mapping[str, Any], meta: Mapping) -> dict:
     """Every process of a resolution wrapped in ``docker run``, keyed as the recipes site keys them.
 
     ``single``, ``head``, ``workers`` (ranks 1..n-1), ``prefill``, ``decode``,
-    ``vllm`` and ``vllm_workers``; each is ``{port, argv, command}``.
+    ``vllm`` and ``vllm_workers``; each is ``{port, argv, command}``. The env
+    flags are formatted once per env map, not once per process.
     """
-    def wrap(argv: list, command: str, env: Mapping, port: int) -> dict:
-        return {"port": port, "argv": docker_argv(argv, env, meta, port),
-                "command": docker_command(command, env, meta, port)}
+    gpu_flags = _gpu_argv(meta)
+
+    def wrap(argv: list, command: str, env: _EnvFlags, port: int) -> dict:
+        return {"port": port, "argv": _wrap_argv(argv, env, meta, port, gpu_flags),
+                "command": _wrap_command(command, env, meta, port)}
 
     kind = output.get("deployType")
     if kind == "pd_cluster":
-        return {role: wrap(output[role]["argv"], output[role]["command"], output[role]["env"], port)
+        return {role: wrap(output[role]["argv"], output[role]["command"], _EnvFlags(output[role]["env"]), port)
                 for role, port in (("prefill", 8001), ("decode", 8002))}
     if kind == "kv_store_lb":
         vllm = output["vllm"]
-        out = {"vllm": wrap(vllm["argv"], vllm["command"], vllm["env"], 8000)}
+        env = _EnvFlags(vllm["env"])
+        out = {"vllm": wrap(vllm["argv"], vllm["command"], env, 8000)}
         if "workerArgvs" in vllm:
-            out["vllm_workers"] = [wrap(a, c, vllm["env"], 8000)
-                                   for a, c in zip(vllm["workerArgvs"], vllm["workerCommands"])]
+            out["vllm_workers"] = [wrap(a, c, env, 8000) for a, c in zip(vllm["workerArgvs"], vllm["workerCommands"])]
         return out
     if "headArgv" in output:
-        return {"head": wrap(output["headArgv"], output["headCommand"], output["env"], 8000),
-                "workers": [wrap(a, c, output["env"], 8000)
-                            for a, c in zip(output["workerArgvs"], output["workerCommands"])]}
-    return {"single": wrap(output["argv"], output["command"], output["env"], 8000)}
+        env = _EnvFlags(output["env"])
+        return {"head": wrap(output["headArgv"], output["headCommand"], env, 8000),
+                "workers": [wrap(a, c, env, 8000) for a, c in zip(output["workerArgvs"], output["workerCommands"])]}
+    return {"single": wrap(output["argv"], output["command"], _EnvFlags(output["env"]), 8000)}

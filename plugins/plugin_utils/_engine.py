@@ -20,6 +20,7 @@ from typing import Any, Mapping, Optional, Union
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._catalog import Catalog, load_catalog
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._docker import docker_argv, docker_command, docker_meta
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._errors import SelectionError
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._gates import PD_ROLE_PORTS, PD_ROLES, follower_ranks
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._jsvalue import to_plain
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._loader import LoadedRecipe
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._selection import (
@@ -27,12 +28,7 @@ from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._selection impo
     complete_selection,
     one_of,
 )
-from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._synthesis import (
-    PD_ROLE_PORTS,
-    PD_ROLES,
-    follower_ranks,
-    resolve_command,
-)
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._synthesis import resolve_command
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._validation import validate_selection
 
 SERVE_PORT = 8000

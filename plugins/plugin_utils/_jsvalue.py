@@ -95,13 +95,26 @@ def to_number(value: Any) -> float:
 
 def js_min(*values: Any) -> float:
     """``Math.min``: numeric coercion, and NaN wins."""
-    numbers = [to_number(v) for v in values]
-    return math.nan if any(math.isnan(n) for n in numbers) else min(numbers)
+    best = math.inf
+    for value in values:
+        number = to_number(value)
+        if math.isnan(number):
+            return math.nan
+        if number < best:
+            best = number
+    return best
 
 
 def js_max(*values: Any) -> float:
-    numbers = [to_number(v) for v in values]
-    return math.nan if any(math.isnan(n) for n in numbers) else max(numbers)
+    """``Math.max``: numeric coercion, and NaN wins."""
+    best = -math.inf
+    for value in values:
+        number = to_number(value)
+        if math.isnan(number):
+            return math.nan
+        if number > best:
+            best = number
+    return best
 
 
 def number_text(value: float | int) -> str:

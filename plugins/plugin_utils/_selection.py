@@ -15,13 +15,13 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Mapping, Optional
 
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._errors import SelectionError
-from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._jsvalue import first, get, is_number
-from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._synthesis import (
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._gates import (
     effective_compatible_strategies,
     nodes_for_strategy,
     strategy_reachable,
     strategy_supported_on,
 )
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._jsvalue import first, get, is_number
 
 # Precisions that need a given hardware unless the variant says otherwise.
 PRECISION_HARDWARE = {

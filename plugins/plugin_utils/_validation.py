@@ -13,19 +13,7 @@ import math
 from typing import Any, Mapping, Optional
 
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._errors import SelectionError
-from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._jsvalue import get
-from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._selection import (
-    Selection,
-    hardware_scalable,
-    hardware_supported,
-    kv_store_brand_supported,
-    listed_hardware,
-    one_of,
-    precision_compatible,
-    precision_constraint,
-    variant_hardware_supported,
-)
-from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._synthesis import (
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._gates import (
     FRONTENDS,
     MAX_NODES,
     PD_ROLES,
@@ -42,6 +30,18 @@ from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._synthesis impo
     pd_pool_modes,
     strategy_reachable,
     strategy_supported_on,
+)
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._jsvalue import get
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._selection import (
+    Selection,
+    hardware_scalable,
+    hardware_supported,
+    kv_store_brand_supported,
+    listed_hardware,
+    one_of,
+    precision_compatible,
+    precision_constraint,
+    variant_hardware_supported,
 )
 
 

@@ -10,12 +10,8 @@ import sys
 import pytest
 
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._docker import docker_argv, docker_command, docker_meta
-from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._synthesis import (
-    dedupe_flags,
-    format_command,
-    resolve_command,
-    shell_quote,
-)
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._cmdline import dedupe_flags, format_command, shell_quote
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._synthesis import resolve_command
 
 TAXONOMY = {
     "hardware_profiles": {

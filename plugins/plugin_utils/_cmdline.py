@@ -1,0 +1,119 @@
+"""argv rendering with the recipes site's semantics: flag dedupe, shell quoting, command layout.
+
+Private to the vllm_fleet.recipes collection: not a public API.
+
+The recipes site prints every process twice: as an argv list and as a
+``vllm serve`` command with one flag (and its value) per continuation line.
+Both come from the same deduplicated argv, in which the last occurrence of a
+flag wins.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+from typing import Any, Iterable
+
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._jsvalue import text, truthy
+
+_SAFE_SHELL_WORD = re.compile(r"^[A-Za-z0-9_./=:@,+%-]+$")
+_SHELL_VARIABLE = re.compile(r"^\$[A-Z_][A-Z0-9_]*$")
+
+
+def dedupe_flags(args: list[Any]) -> list[Any]:
+    """Keep the last occurrence of every flag (with its value), like a shell would.
+
+    A flag takes the next token as its value unless that token is a flag too.
+    """
+    return list(dedupe_kept(args))
+
+
+def kept_tokens(args: Iterable[Any]) -> list[Any]:
+    """The tokens that survive into the argv: empty and falsy tokens are dropped."""
+    return [a for a in args if (a if isinstance(a, str) else truthy(a))]
+
+
+def dedupe_kept(args: list[Any]) -> list[Any]:
+    """``dedupe_flags`` for a fresh ``kept_tokens`` list: ``args`` itself when no flag repeats (the common case)."""
+    flags = [word for word in args if isinstance(word, str) and word[:1] == "-"]
+    if len(flags) == len(set(flags)):
+        return args
+    return _drop_overridden_flags(args)
+
+
+def _drop_overridden_flags(args: list[Any]) -> list[Any]:
+    units: list[tuple[Any, int, int]] = []  # (flag or None, start, end)
+    count = len(args)
+    i = 0
+    while i < count:
+        current = args[i]
+        if isinstance(current, str) and current[:1] == "-":
+            end = i + 1
+            if end < count:
+                nxt = args[end]
+                if not (isinstance(nxt, str) and nxt[:1] == "-"):
+                    end += 1
+            units.append((current, i, end))
+            i = end
+        else:
+            units.append((None, i, i + 1))
+            i += 1
+    last = {flag: index for index, (flag, _start, _end) in enumerate(units) if flag is not None}
+    out: list[Any] = []
+    for index, (flag, start, end) in enumerate(units):
+        if flag is None or last[flag] == index:
+            out.extend(args[start:end])
+    return out
+
+
+@lru_cache(maxsize=16384)
+def _quoted(word: str) -> str:
+    if _SHELL_VARIABLE.match(word) or _SAFE_SHELL_WORD.match(word):
+        return word
+    return "'" + word.replace("'", "'\\''") + "'"
+
+
+def shell_quote(word: Any) -> Any:
+    """Single-quote a word unless it is shell-safe or a bare ``$VARIABLE``."""
+    if not isinstance(word, str) or word == "":
+        return word
+    return _quoted(word)
+
+
+def final_args(args: Iterable[Any]) -> list[Any]:
+    """Drop empty tokens, then dedupe flags: the argv that is actually run."""
+    return dedupe_kept(kept_tokens(args))
+
+
+def _non_string(token: Any) -> TypeError:
+    return TypeError(f"argv contains a non-string token {token!r}; every token must be a string")
+
+
+def format_command(model_id: Any, args: list[Any], *, final: bool = False) -> str:
+    """The recipes site's layout: one flag and its value per continuation line."""
+    words = args if final else final_args(args)
+    head = "vllm serve " + text(model_id)
+    if not words:
+        return head
+    lines: list[str] = []
+    append = lines.append
+    flag = None  # a flag waiting to see whether the next token is its value
+    for word in words:
+        if not isinstance(word, str):
+            raise _non_string(word)
+        if word[:1] == "-":
+            if flag is not None:
+                append(flag)
+            flag = word
+        elif flag is not None:
+            append(flag + " " + (_quoted(word) if word else word))
+            flag = None
+        else:
+            append(word)
+    if flag is not None:
+        append(flag)
+    return head + " \\\n  " + " \\\n  ".join(lines)
+
+
+def format_argv(model_id: Any, args: list[Any], *, final: bool = False) -> list[Any]:
+    return ["vllm", "serve", model_id, *(args if final else final_args(args))]

@@ -1,0 +1,212 @@
+"""What command synthesis knows before it looks at a selection's features, node counts or KV choices.
+
+Private to the vllm_fleet.recipes collection: not a public API.
+
+A ``Layout`` depends only on the recipe, variant, strategy and hardware, so it
+is computed once per combination and shared by every resolution of it (the
+inputs are treated as read-only and recognised by identity).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Optional
+
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._cmdline import kept_tokens
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._feature_table import FeatureTable
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._gates import (
+    generation_override,
+    gpu_count_of,
+    hashable_key,
+    kv_offload_allowed_for_strategy,
+    kv_offload_brand_supported,
+    kv_offload_supported_for_recipe,
+    pd_pool_modes,
+    resolve_frontend,
+    single_node_tp,
+)
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._jsvalue import first, get, items, truthy
+
+
+def merge_env(env: dict, source: Any) -> None:
+    """``Object.assign(env, source)`` for mapping sources; anything else adds nothing."""
+    if isinstance(source, dict):
+        env.update(source)
+
+
+class Layout:
+    """The recipe, variant, strategy and hardware of a resolution, with their static argv and env layers."""
+
+    __slots__ = (
+        "recipe", "variant_key", "variant", "strategy_name", "strategy", "hardware_id", "profile",
+        "gpu_count", "deploy_type", "overrides", "single_node_tp", "model_id",
+        "model_and_variant_args", "hardware_args", "hardware_env", "model_and_variant_env",
+        "default_frontend", "strategy_args", "override_args", "parallel_flag", "parallelism", "pool_modes",
+        "features", "strategies", "kv_options", "_role_layers", "_kv_choices",
+    )
+
+    def __init__(self, recipe: Mapping, variant_key: Any, strategy_name: Any, hardware_id: Any,
+                 strategies: Mapping, taxonomy: Mapping) -> None:
+        variants = get(recipe, "variants")
+        variant = first(get(variants, variant_key) if hashable_key(variant_key) else None,
+                        get(variants, "default"), {})
+        strategy = first(get(strategies, strategy_name) if hashable_key(strategy_name) else None, {})
+        profile = first(get(get(taxonomy, "hardware_profiles"), hardware_id) if hashable_key(hardware_id) else None,
+                        {})
+        overrides = get(get(recipe, "strategy_overrides"), strategy_name) if hashable_key(strategy_name) else None
+        model = get(recipe, "model")
+        self.recipe = recipe
+        self.variant_key = variant_key
+        self.variant = variant
+        self.strategy_name = strategy_name
+        self.strategy = strategy
+        self.hardware_id = hardware_id
+        self.profile = profile
+        self.gpu_count = gpu_count_of(profile)
+        self.deploy_type = get(strategy, "deploy_type")
+        self.overrides = overrides
+        self.single_node_tp = single_node_tp(recipe, variant, profile, strategy_name, hardware_id)
+        self.model_id = first(get(variant, "model_id"), get(model, "model_id"), "unknown")
+        self.default_frontend = resolve_frontend(recipe, None, profile, hardware_id, strategy_name)
+        self.strategy_args = items(first(get(strategy, "vllm_args"), None))
+        self.override_args = (items(first(get(overrides, "extra_args"), None))
+                              + items(first(get(overrides, "vllm_args"), None))) if truthy(overrides) else []
+        self.parallel_flag = first(get(strategy, "parallel_flag"), "--tensor-parallel-size")
+        self.parallelism = get(strategy, "parallelism")
+        self.pool_modes = pd_pool_modes(recipe) if self.deploy_type == "pd_cluster" else ["tp"]
+        self.features = FeatureTable(self)
+        self.strategies = strategies
+        self.kv_options = get(taxonomy, "kv_offload")
+        self._role_layers: dict = {}
+        self._kv_choices: dict = {}
+        self._static_layers(model)
+
+    def _static_layers(self, model: Any) -> None:
+        """The model/variant and hardware-override argv and env layers.
+
+        A strategy's generation block replaces the recipe baseline and the
+        variant delta; the strategy's exact-GPU block adds on top.
+        """
+        variant, profile, hardware_id = self.variant, self.profile, self.hardware_id
+        variant_exact = get(get(variant, "hardware_overrides"), hardware_id) if hashable_key(hardware_id) else None
+        strategy_gen = generation_override(get(self.overrides, "hardware_overrides"), profile)
+        generation_blocks = [strategy_gen] if truthy(strategy_gen) else [
+            generation_override(get(self.recipe, "hardware_overrides"), profile),
+            generation_override(get(variant, "hardware_overrides"), profile),
+        ]
+        exact = get(get(self.overrides, "hardware_overrides"), hardware_id) if hashable_key(hardware_id) else None
+        hardware_args: list[Any] = []
+        hardware_env: dict = {}
+        for block in (*generation_blocks, exact):
+            hardware_args += items(first(get(block, "extra_args"), None))
+            merge_env(hardware_env, get(block, "extra_env"))
+        static_env: dict = {}
+        for block in (get(model, "base_env"), get(variant, "extra_env"), get(variant_exact, "extra_env")):
+            merge_env(static_env, block)
+        self.model_and_variant_args = (items(first(get(model, "base_args"), None))
+                                       + items(first(get(variant, "extra_args"), None))
+                                       + items(first(get(variant_exact, "extra_args"), None)))
+        self.hardware_args = hardware_args
+        self.hardware_env = hardware_env
+        self.model_and_variant_env = static_env
+
+    def layers(self, role: Optional[str]) -> "RoleLayers":
+        """The static argv and env layers of one process role (a PD pool, or None)."""
+        layers = self._role_layers.get(role)
+        if layers is None:
+            layers = RoleLayers(self, role)
+            self._role_layers[role] = layers
+        return layers
+
+    def kv_choice(self, kv_offload: Any) -> tuple[Any, Any]:
+        """(Mooncake store, KV-offload option) a ``kv_offload`` selection names here; either may be None.
+
+        An option gated off by the strategy, the recipe or the brand is
+        silently dropped, as on the recipes site.
+        """
+        if not hashable_key(kv_offload):
+            return None, None
+        choice = self._kv_choices.get(kv_offload)
+        if choice is None:
+            choice = self._kv_choice(kv_offload)
+            self._kv_choices[kv_offload] = choice
+        return choice
+
+    def _kv_choice(self, kv_offload: Any) -> tuple[Any, Any]:
+        store = get(self.strategies, kv_offload) if truthy(kv_offload) else None
+        option = get(self.kv_options, kv_offload)
+        allowed = (
+            truthy(option)
+            and kv_offload_allowed_for_strategy(option, self.strategy_name, self.strategy)
+            and kv_offload_supported_for_recipe(option, kv_offload, self.recipe)
+            and kv_offload_brand_supported(option, self.profile)
+        )
+        return store if get(store, "deploy_type") == "kv_store_lb" else None, option if allowed else None
+
+
+class RoleLayers:
+    """What every process of one role starts and ends with, around the per-selection layers.
+
+    argv: ``head`` + parallel layout + ``middle`` + advanced/feature/KV args (each without empty tokens).
+    env: ``env_head`` + KV and PD pinning + ``env_tail`` + features and frontend.
+    """
+
+    __slots__ = ("head", "middle", "env_head", "env_tail", "override_cfg", "strategy_cfg")
+
+    def __init__(self, layout: Layout, role: Optional[str]) -> None:
+        strategy, overrides = layout.strategy, layout.overrides
+        is_pd = layout.deploy_type == "pd_cluster"
+        role_strategy = get(strategy, role) if role else None
+        # recipe's strategy_overrides.<strategy>.<role>, strategy YAML's <role>
+        self.override_cfg = first(get(overrides, role), {})
+        self.strategy_cfg = first(role_strategy, {})
+        role_exact = get(get(get(overrides, role), "hardware_overrides"), layout.hardware_id) \
+            if role and hashable_key(layout.hardware_id) else None
+        self.head = list(layout.model_and_variant_args)
+        if not is_pd:
+            self.head += layout.strategy_args
+        elif role and truthy(get(role_strategy, "vllm_args")):
+            self.head += items(get(role_strategy, "vllm_args"))
+        if role is None:
+            self.middle = list(layout.override_args)
+        elif truthy(overrides):
+            block = get(overrides, role)
+            self.middle = items(first(get(block, "extra_args"), None)) + items(first(get(block, "vllm_args"), None))
+        else:
+            self.middle = []
+        self.middle += layout.hardware_args
+        if role:
+            self.middle += items(first(get(role_exact, "extra_args"), None))
+        self.head = kept_tokens(self.head)
+        self.middle = kept_tokens(self.middle)
+        self.env_head = dict(layout.model_and_variant_env)
+        merge_env(self.env_head, get(strategy, "env") if not is_pd else get(role_strategy, "env") if role else None)
+        tail: dict = {}
+        if truthy(overrides):
+            merge_env(tail, get(overrides, "env"))
+            merge_env(tail, get(get(overrides, role), "env") if role else get(overrides, "extra_env"))
+        tail.update(layout.hardware_env)
+        if role:
+            merge_env(tail, get(role_exact, "extra_env"))
+        self.env_tail = tail
+
+
+_LAYOUT_CACHE: dict[tuple, tuple[tuple, Layout]] = {}
+_LAYOUT_CACHE_SIZE = 4096
+
+
+def layout_for(recipe: Mapping, variant_key: Any, strategy_name: Any, hardware_id: Any,
+               strategies: Mapping, taxonomy: Mapping) -> Layout:
+    """The shared ``Layout`` of one recipe/variant/strategy/hardware combination."""
+    key: Optional[tuple] = (id(recipe), variant_key, strategy_name, hardware_id, id(strategies), id(taxonomy))
+    try:
+        hit = _LAYOUT_CACHE.get(key)
+    except TypeError:  # an unhashable selection value: computed, never cached
+        hit = key = None
+    if hit is not None and hit[0][0] is recipe and hit[0][1] is strategies and hit[0][2] is taxonomy:
+        return hit[1]
+    layout = Layout(recipe, variant_key, strategy_name, hardware_id, strategies, taxonomy)
+    if key is not None:
+        if len(_LAYOUT_CACHE) >= _LAYOUT_CACHE_SIZE:
+            _LAYOUT_CACHE.clear()
+        _LAYOUT_CACHE[key] = ((recipe, strategies, taxonomy), layout)
+    return layout
