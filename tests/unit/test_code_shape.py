@@ -17,8 +17,6 @@ PLUGINS = REPO / "plugins"
 PACKAGE = "ansible_collections.vllm_fleet.recipes"
 MAX_FILE_LINES = 500
 MAX_CLASS_LINES = 250
-#: Files still over the size limits. _synthesis.py is being split by another change; empty this on merge.
-KNOWN_OVER_LIMIT = frozenset({"plugins/plugin_utils/_synthesis.py"})
 #: Packages a file may import inside functions: _argv_checker.py runs inside an engine image and imports
 #: that image's vLLM / vllm-router (absent on the controller, their layout differs per version).
 INNER_IMPORTS_ALLOWED = {"plugins/module_utils/_argv_checker.py": frozenset({"vllm", "vllm_router"})}
@@ -136,19 +134,13 @@ def test_plugins_are_found():
 
 
 def test_no_file_over_the_line_limit():
-    problems = [p for rel, source in SOURCES.items() if rel not in KNOWN_OVER_LIMIT
-                for p in file_too_long(rel, source)]
+    problems = [p for rel, source in SOURCES.items() for p in file_too_long(rel, source)]
     assert not problems, "\n".join(problems)
 
 
 def test_no_class_over_the_line_limit():
-    problems = [p for rel, source in SOURCES.items() if rel not in KNOWN_OVER_LIMIT
-                for p in classes_too_long(rel, source)]
+    problems = [p for rel, source in SOURCES.items() for p in classes_too_long(rel, source)]
     assert not problems, "\n".join(problems)
-
-
-def test_known_over_limit_files_exist():
-    assert KNOWN_OVER_LIMIT <= set(SOURCES), sorted(KNOWN_OVER_LIMIT - set(SOURCES))
 
 
 def test_no_import_cycle():
@@ -158,8 +150,7 @@ def test_no_import_cycle():
 
 
 def test_no_import_inside_functions():
-    problems = [p for rel, source in SOURCES.items()
-                for p in imports_inside_functions(rel, source, INNER_IMPORTS_ALLOWED.get(rel, frozenset()))]
+    problems = [p for rel, source in SOURCES.items() for p in imports_inside_functions(rel, source, INNER_IMPORTS_ALLOWED.get(rel, frozenset()))]
     assert not problems, "\n".join(problems)
 
 
