@@ -453,8 +453,9 @@ def test_playbooks_pass_syntax_check(playbook):
 
 def test_units_are_verified_before_install():
     units = _yaml(ROLES / "_common" / "tasks" / "units.yml")
-    install = [t for t in units if str(t.get("name", "")).startswith("Install the systemd units")][0]
-    assert "validate" in install["ansible.builtin.copy"]
+    install = [t for t in units if "vllm_fleet.recipes.vllm_host_files" in t][0]
+    assert install["vllm_fleet.recipes.vllm_host_files"]["validate"] == "{{ _common_units_validate }}"
+    assert not [t for t in units if "ansible.builtin.copy" in t]  # one task installs every kind of file
     for role in ("engine", "router"):
         assert "systemd-analyze verify %s:%n" in (ROLES / role / "vars" / "main.yml").read_text()
 
