@@ -379,12 +379,34 @@ def test_role_readmes_are_generated_from_argument_specs():
     assert result.returncode == 0, result.stdout + result.stderr
 
 
+def _imported(play):
+    return play.get("ansible.builtin.import_playbook")
+
+
+def test_shared_plan_playbook_compiles_once():
+    facts, plan = _yaml(REPO / "playbooks" / "_plan.yml")
+    assert facts["tags"] == ["always"] and "vllm_gather_network_facts" in facts["tasks"][0]["when"]
+    assert plan["hosts"] == "localhost" and plan["tags"] == ["always"] and plan["any_errors_fatal"]
+    compiles = [t for t in plan["tasks"] if "vllm_fleet.recipes.vllm_plan" in t]
+    assert len(compiles) == 1 and compiles[0]["no_log"] and compiles[0]["register"] == "vllm_fleet_plan"
+    assert compiles[0]["vllm_fleet.recipes.vllm_plan"]["return_content"]
+    # no_log hides a compile error: the next task shows the compiler's message
+    assert "vllm_fleet_plan.msg" in plan["tasks"][1]["ansible.builtin.fail"]["msg"]
+
+
+@pytest.mark.parametrize("playbook", ["deploy.yml", "upgrade.yml", "validate.yml", "status.yml", "teardown.yml",
+                                      "drift.yml"])
+def test_playbooks_share_the_plan_plays(playbook):
+    plays = _yaml(REPO / "playbooks" / playbook)
+    assert _imported(plays[0]) == "_plan.yml"
+    assert not [t for p in plays for t in p.get("tasks", []) if "vllm_fleet.recipes.vllm_plan" in t]
+    assert ("_preflight.yml" in [_imported(p) for p in plays]) == (playbook in ("deploy.yml", "upgrade.yml"))
+
+
 def test_deploy_playbook_shape():
     plays = _yaml(REPO / "playbooks" / "deploy.yml")
-    facts = plays.pop(0)
-    assert facts["tags"] == ["always"] and "vllm_gather_network_facts" in facts["tasks"][0]["when"]
-    assert plays[0]["hosts"] == "localhost" and plays[0]["tags"] == ["always"]
-    assert [t for t in plays[0]["tasks"] if t.get("no_log")][0]["vllm_fleet.recipes.vllm_plan"]["return_content"]
+    assert [_imported(p) for p in plays[:2]] == ["_plan.yml", "_preflight.yml"]
+    plays = plays[2:]
     assert all(p["any_errors_fatal"] for p in plays)
     monitoring = plays.pop()  # the optional last play: Prometheus on the group vllm_monitoring
     assert monitoring["hosts"] == "vllm_monitoring"
@@ -396,18 +418,27 @@ def test_deploy_playbook_shape():
         include = play["tasks"][0]["ansible.builtin.include_role"]
         return include["name"].rsplit(".", 1)[1] + ":" + include["tasks_from"].removesuffix(".yml")
 
-    order = [play_role(p) for p in plays[1:]]
+    preflight_play, = _yaml(REPO / "playbooks" / "_preflight.yml")
+    order = [play_role(p) for p in [preflight_play] + plays]
     # The argv check (docs/validation.md) runs after the pull, before anything else changes.
     expected = list(DEPLOY_ROLES)
     expected.insert(expected.index("image") + 1, "image:argv_check")
     assert order == expected
-    preflight = [t["ansible.builtin.include_role"]["name"].rsplit(".", 1)[1] for t in plays[1]["tasks"]]
+    includes = [t for t in preflight_play["tasks"] if "ansible.builtin.include_role" in t]
+    preflight = [t["ansible.builtin.include_role"]["name"].rsplit(".", 1)[1] for t in includes]
     assert preflight == list(DEPLOY_ROLES[1:])
-    for play in plays[1:]:
+    assert preflight_play["tasks"][-1]["ansible.builtin.set_fact"] == {"vllm_fleet_preflight_done": True}
+    for play in [preflight_play] + plays:
         assert play["hosts"] == "vllm_fleet_hosts"
+    # each role's preflight runs once: the role plays skip theirs after the preflight play
+    for role in DEPLOY_ROLES[1:]:
+        first = _yaml(ROLES / role / "tasks" / "main.yml")[0]
+        assert first["ansible.builtin.include_tasks"]["file"] == "preflight.yml"
+        assert "vllm_fleet_preflight_done" in first["when"]
 
 
-@pytest.mark.parametrize("playbook", ["deploy.yml", "status.yml", "teardown.yml", "validate.yml", "upgrade.yml"])
+@pytest.mark.parametrize("playbook", ["deploy.yml", "status.yml", "teardown.yml", "validate.yml", "upgrade.yml",
+                                      "drift.yml"])
 def test_playbooks_pass_syntax_check(playbook):
     env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(REPO / ".collections"))
     result = subprocess.run([str(BIN / "ansible-playbook"), "-i", str(EXAMPLES / "pd_cluster" / "inventory.yml"),
@@ -418,8 +449,9 @@ def test_playbooks_pass_syntax_check(playbook):
 
 def test_units_are_verified_before_install():
     units = _yaml(ROLES / "_common" / "tasks" / "units.yml")
-    install = [t for t in units if str(t.get("name", "")).startswith("Install the systemd units")][0]
-    assert "validate" in install["ansible.builtin.copy"]
+    install = [t for t in units if "vllm_fleet.recipes.vllm_host_files" in t][0]
+    assert install["vllm_fleet.recipes.vllm_host_files"]["validate"] == "{{ _common_units_validate }}"
+    assert not [t for t in units if "ansible.builtin.copy" in t]  # one task installs every kind of file
     for role in ("engine", "router"):
         assert "systemd-analyze verify %s:%n" in (ROLES / role / "vars" / "main.yml").read_text()
 

@@ -1,0 +1,93 @@
+# Copyright: (c) 2026, vllm_fleet maintainers
+# Apache License 2.0 (see LICENSE)
+"""Install one deploy step's plan files on a host and say what restarts.
+
+Docs: plugins/modules/vllm_host_files.py. On the controller it selects the host's files for the
+step's process kinds from the plan (plugin_utils/_host_files), hands them to the host in one
+vllm_files_write call (directories, env files 0600, configs, units validated before they replace
+anything), and works out the changed units and restart groups from the files that changed.
+No file content is returned; secret files get no diff.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ansible.errors import AnsibleActionFail
+from ansible.module_utils.common.text.converters import to_text
+from ansible.plugins.action import ActionBase
+
+try:
+    from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils import _host_files as H
+    IMPORT_ERROR = None
+except ImportError as exc:  # pragma: no cover - surfaced as a task failure
+    IMPORT_ERROR = exc
+
+WRITER = "vllm_fleet.recipes.vllm_files_write"
+
+
+def host_processes(plan: Mapping[str, Any], host: str) -> list[dict]:
+    """Every process of the plan that runs on this host."""
+    return [dict(p) for d in plan["deployments"].values() for p in d["processes"] if p["host"] == host]
+
+
+def _strings(value: Any) -> list[str]:
+    return [to_text(v) for v in (value or [])]
+
+
+class ActionModule(ActionBase):
+    """Select, write (one module call) and report the restarts of one step's files."""
+
+    TRANSFERS_FILES = False
+    _VALID_ARGS = frozenset(("plan", "host", "kinds", "configs", "only_groups", "validate", "units_info",
+                             "changed_images", "force_groups"))
+
+    def _step(self, args: Mapping[str, Any], task_vars: Mapping[str, Any]) -> dict:
+        """The step's processes and file specs (pure selection; raises ValueError on a bad plan)."""
+        result = args.get("plan") or {}
+        if "plan" not in result or "contents" not in result:
+            raise ValueError("plan: expected the registered result of vllm_plan with return_content: true")
+        plan = result["plan"]
+        host = to_text(args.get("host") or task_vars.get("inventory_hostname"))
+        procs = H.select_processes(host_processes(plan, host), _strings(args.get("kinds")),
+                                   _strings(args.get("only_groups")))
+        host_files = (plan["hosts"].get(host) or {}).get("files") or []
+        files = H.select_files(host_files, procs, _strings(args.get("configs")))
+        specs = H.file_specs(files, result["contents"], procs, to_text(args.get("validate") or ""))
+        return {"procs": procs, "specs": specs, "dirs": H.directories(files)}
+
+    def run(self, tmp=None, task_vars=None):
+        result = super().run(tmp, task_vars)
+        del tmp
+        task_vars = task_vars or {}
+        if IMPORT_ERROR is not None:
+            raise AnsibleActionFail(f"vllm_host_files cannot import the collection's plugin_utils: {IMPORT_ERROR}")
+        args = self._task.args
+        unknown = sorted(set(args) - self._VALID_ARGS)
+        if unknown:
+            raise AnsibleActionFail(f"vllm_host_files: unsupported option(s) {', '.join(unknown)}")
+        if not args.get("kinds"):
+            raise AnsibleActionFail("vllm_host_files: kinds is required (the process kinds this step installs)")
+        try:
+            step = self._step(args, task_vars)
+        except (KeyError, ValueError) as exc:
+            raise AnsibleActionFail(f"vllm_host_files: {exc}") from exc
+
+        procs = step["procs"]
+        written: dict[str, Any] = {"changed": False, "files": [], "dirs": []}
+        if step["specs"] or step["dirs"]:
+            written = self._execute_module(module_name=WRITER, task_vars=task_vars,
+                                           module_args={"specs": step["specs"], "dirs": step["dirs"]})
+            if written.get("failed"):
+                result.update(failed=True, msg=written.get("msg", "vllm_files_write failed"),
+                              files=written.get("files", []))
+                return result
+        units = H.changed_units(procs, written.get("files", []))
+        groups = H.changed_groups(procs, units, H.inactive_units(procs, args.get("units_info") or []),
+                                  _strings(args.get("changed_images")), _strings(args.get("force_groups")))
+        result.update(changed=bool(written.get("changed")), files=written.get("files", []),
+                      dirs=written.get("dirs", []), units=units, groups=groups, processes=procs)
+        if "diff" in written:
+            result["diff"] = written["diff"]
+        return result

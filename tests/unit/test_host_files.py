@@ -1,0 +1,123 @@
+"""vllm_host_files: which plan files a deploy step installs, what a change restarts, and the
+host-side writer (vllm_files_write) on a temporary directory."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / ".collections"))
+
+from ansible_collections.vllm_fleet.recipes.plugins.modules import vllm_files_write as W  # noqa: E402
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils import _host_files as H  # noqa: E402
+
+ETC = "/etc/vllm-fleet/pd"
+PREFILL = {"unit": "vllm-pd-prefill-0.service", "kind": "engine", "restart_group": "pd", "image": "img:v1",
+           "env_file": f"{ETC}/prefill-0.env", "secret_file": f"{ETC}/prefill-0.secret.env", "host": "a"}
+ROUTER = {"unit": "vllm-pd-router.service", "kind": "router", "restart_group": "pd-router", "image": None,
+          "env_file": f"{ETC}/router.env", "secret_file": None, "host": "a"}
+FILES = [
+    {"src": "a/prefill.service", "dest": "/etc/systemd/system/vllm-pd-prefill-0.service", "mode": "0644"},
+    {"src": "a/prefill.env", "dest": f"{ETC}/prefill-0.env", "mode": "0600"},
+    {"src": "a/prefill.secret.env", "dest": f"{ETC}/prefill-0.secret.env", "mode": "0600"},
+    {"src": "a/router.service", "dest": "/etc/systemd/system/vllm-pd-router.service", "mode": "0644"},
+    {"src": "a/router.env", "dest": f"{ETC}/router.env", "mode": "0600"},
+    {"src": "a/mooncake.json", "dest": f"{ETC}/mooncake.json", "mode": "0644"},
+]
+CONTENTS = {f["src"]: f"content of {f['src']}\n" for f in FILES}
+
+
+def test_file_kind():
+    assert [H.file_kind(f["dest"]) for f in FILES] == ["unit", "env", "env", "unit", "env", "config"]
+
+
+def test_select_processes_by_kind_and_batch():
+    assert H.select_processes([PREFILL, ROUTER], ["engine"]) == [PREFILL]
+    assert H.select_processes([PREFILL, ROUTER], ["engine", "router"], ["pd-router"]) == [ROUTER]
+    assert H.select_processes([PREFILL, ROUTER], ["engine", "router"], []) == [PREFILL, ROUTER]
+
+
+def test_select_files_takes_the_processes_own_files_and_configs():
+    engine = H.select_files(FILES, [PREFILL], ["mooncake.json"])
+    assert [f["dest"] for f in engine] == [f["dest"] for f in FILES[:3]] + [f"{ETC}/mooncake.json"]
+    assert [f["dest"] for f in H.select_files(FILES, [ROUTER], [])] == [f["dest"] for f in FILES[3:5]]
+    assert H.select_files(FILES, [], ["mooncake.json"]) == []  # no process here: no config either
+
+
+def test_file_specs_modes_secret_diff_and_validate():
+    specs = H.file_specs(H.select_files(FILES, [PREFILL], ["mooncake.json"]), CONTENTS, [PREFILL],
+                         "systemd-analyze verify %s:%n")
+    by_dest = {s["dest"]: s for s in specs}
+    unit = by_dest["/etc/systemd/system/vllm-pd-prefill-0.service"]
+    assert unit["mode"] == "0644" and unit["validate"] == "systemd-analyze verify %s:vllm-pd-prefill-0.service"
+    assert by_dest[f"{ETC}/prefill-0.env"]["mode"] == "0600" and by_dest[f"{ETC}/prefill-0.env"]["diff"]
+    assert not by_dest[f"{ETC}/prefill-0.secret.env"]["diff"]
+    assert by_dest[f"{ETC}/mooncake.json"]["validate"] == "" and by_dest[f"{ETC}/mooncake.json"]["mode"] == "0644"
+    with pytest.raises(ValueError, match="return_content"):
+        H.file_specs(FILES[:1], {}, [PREFILL])
+
+
+def test_directories_are_those_of_env_and_config_files():
+    assert H.directories(FILES) == [ETC]
+
+
+def test_changed_units_from_changed_files():
+    assert H.changed_units([PREFILL, ROUTER], []) == []
+    assert H.changed_units([PREFILL, ROUTER], [f"{ETC}/prefill-0.secret.env"]) == ["vllm-pd-prefill-0.service"]
+    assert H.changed_units([PREFILL, ROUTER], ["/etc/systemd/system/vllm-pd-router.service"]) == ["vllm-pd-router.service"]
+    # a config file is shared: every unit of the step restarts
+    assert H.changed_units([PREFILL, ROUTER], [f"{ETC}/mooncake.json"]) == ["vllm-pd-prefill-0.service",
+                                                                           "vllm-pd-router.service"]
+
+
+def test_changed_groups_from_units_inactive_images_and_forced():
+    procs = [PREFILL, ROUTER]
+    assert H.changed_groups(procs, []) == []
+    assert H.changed_groups(procs, ["vllm-pd-router.service"]) == ["pd-router"]
+    info = [{"unit": "vllm-pd-prefill-0.service", "active_state": "failed"},
+            {"unit": "vllm-pd-router.service", "active_state": "active"},
+            {"unit": "vllm-other.service", "active_state": "failed"}]
+    assert H.inactive_units(procs, info) == ["vllm-pd-prefill-0.service"]
+    assert H.changed_groups(procs, [], H.inactive_units(procs, info)) == ["pd"]
+    assert H.changed_groups(procs, [], changed_images=["img:v1"]) == ["pd"]
+    assert H.changed_groups(procs, [], force_groups=["pd-router"]) == ["pd-router"]
+
+
+class _Module(SimpleNamespace):
+    def fail_json(self, **kwargs):
+        raise AssertionError(kwargs["msg"])
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="writes root-owned files")
+def test_writer_writes_what_differs_and_hides_secret_diffs(tmp_path):
+    conf = tmp_path / "conf"
+    specs = [{"dest": str(conf / "a.env"), "content": "A=1\n", "mode": "0600", "diff": True, "validate": ""},
+             {"dest": str(conf / "b.secret.env"), "content": "KEY=s3cret\n", "mode": "0600", "diff": False,
+              "validate": ""}]
+    checked, dirs, _diffs = W.apply_files(_Module(check_mode=True), specs, [str(conf)])
+    assert dirs == [str(conf)] and len(checked) == 2 and not conf.exists()
+    changed, dirs, diffs = W.apply_files(_Module(check_mode=False), specs, [str(conf)])
+    assert changed == [s["dest"] for s in specs] and dirs == [str(conf)]
+    assert [d["after_header"] for d in diffs] == [str(conf / "a.env")]
+    assert "s3cret" not in repr(diffs)
+    assert oct((conf / "b.secret.env").stat().st_mode & 0o777) == "0o600"
+    assert W.apply_files(_Module(check_mode=False), specs, [str(conf)]) == ([], [], [])
+    (conf / "a.env").chmod(0o644)
+    assert W.apply_files(_Module(check_mode=False), specs, [str(conf)])[0] == [str(conf / "a.env")]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="writes root-owned files")
+def test_writer_replaces_nothing_when_validation_refuses(tmp_path):
+    unit = tmp_path / "x.service"
+    unit.write_text("old\n")
+    spec = {"dest": str(unit), "content": "new\n", "mode": "0644", "diff": True, "validate": "false %s"}
+    with pytest.raises(AssertionError, match="refused the new unit"):
+        W.apply_files(_Module(check_mode=False), [spec], [])
+    assert unit.read_text() == "old\n"
+    spec["validate"] = "grep -q new %s"
+    assert W.apply_files(_Module(check_mode=False), [spec], [])[0] == [str(unit)]
