@@ -1,20 +1,10 @@
-"""vllm_host_files: which plan files a deploy step installs, what a change restarts, and the
-host-side writer (vllm_files_write) on a temporary directory."""
+"""vllm_host_files' pure core (_host_files): which plan files a deploy step installs and what a change restarts."""
 
 from __future__ import annotations
 
-import os
-import sys
-from pathlib import Path
-from types import SimpleNamespace
-
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / ".collections"))
-
-from ansible_collections.vllm_fleet.recipes.plugins.modules import vllm_files_write as W  # noqa: E402
-from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils import _host_files as H  # noqa: E402
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils import _host_files as H
 
 ETC = "/etc/vllm-fleet/pd"
 PREFILL = {"unit": "vllm-pd-prefill-0.service", "kind": "engine", "restart_group": "pd", "image": "img:v1",
@@ -86,38 +76,3 @@ def test_changed_groups_from_units_inactive_images_and_forced():
     assert H.changed_groups(procs, [], H.inactive_units(procs, info)) == ["pd"]
     assert H.changed_groups(procs, [], changed_images=["img:v1"]) == ["pd"]
     assert H.changed_groups(procs, [], force_groups=["pd-router"]) == ["pd-router"]
-
-
-class _Module(SimpleNamespace):
-    def fail_json(self, **kwargs):
-        raise AssertionError(kwargs["msg"])
-
-
-@pytest.mark.skipif(os.geteuid() != 0, reason="writes root-owned files")
-def test_writer_writes_what_differs_and_hides_secret_diffs(tmp_path):
-    conf = tmp_path / "conf"
-    specs = [{"dest": str(conf / "a.env"), "content": "A=1\n", "mode": "0600", "diff": True, "validate": ""},
-             {"dest": str(conf / "b.secret.env"), "content": "KEY=s3cret\n", "mode": "0600", "diff": False,
-              "validate": ""}]
-    checked, dirs, _diffs = W.apply_files(_Module(check_mode=True), specs, [str(conf)])
-    assert dirs == [str(conf)] and len(checked) == 2 and not conf.exists()
-    changed, dirs, diffs = W.apply_files(_Module(check_mode=False), specs, [str(conf)])
-    assert changed == [s["dest"] for s in specs] and dirs == [str(conf)]
-    assert [d["after_header"] for d in diffs] == [str(conf / "a.env")]
-    assert "s3cret" not in repr(diffs)
-    assert oct((conf / "b.secret.env").stat().st_mode & 0o777) == "0o600"
-    assert W.apply_files(_Module(check_mode=False), specs, [str(conf)]) == ([], [], [])
-    (conf / "a.env").chmod(0o644)
-    assert W.apply_files(_Module(check_mode=False), specs, [str(conf)])[0] == [str(conf / "a.env")]
-
-
-@pytest.mark.skipif(os.geteuid() != 0, reason="writes root-owned files")
-def test_writer_replaces_nothing_when_validation_refuses(tmp_path):
-    unit = tmp_path / "x.service"
-    unit.write_text("old\n")
-    spec = {"dest": str(unit), "content": "new\n", "mode": "0644", "diff": True, "validate": "false %s"}
-    with pytest.raises(AssertionError, match="refused the new unit"):
-        W.apply_files(_Module(check_mode=False), [spec], [])
-    assert unit.read_text() == "old\n"
-    spec["validate"] = "grep -q new %s"
-    assert W.apply_files(_Module(check_mode=False), [spec], [])[0] == [str(unit)]
