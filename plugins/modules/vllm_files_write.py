@@ -15,7 +15,8 @@ description:
   - Creates each directory of O(dirs) (C(0755), root), then writes each file of O(specs) whose
     content, mode or owner differ, atomically (a temporary file in the same directory, renamed).
   - A file with a C(validate) command is checked first, on a private copy named as the file
-    (C(%s) is that copy's path); a refusal fails the task and replaces nothing.
+    (C(%s) is that copy's path). Every changed file is validated before any is written, so a
+    refusal fails the task and writes nothing.
 version_added: 0.1.0
 author:
   - vllm_fleet maintainers (@vllm-fleet)
@@ -141,27 +142,33 @@ def _ensure_dir(path, check):
 
 
 def apply_files(module, specs, dirs):
-    """Write what differs; returns (changed dests, changed dirs, diffs)."""
+    """Write what differs; returns (changed dests, changed dirs, diffs).
+
+    Every changed unit is validated before any file is written: a refusal leaves the host as it was.
+    """
     check = module.check_mode
+    pending = []
+    for spec in specs:
+        data, mode = spec["content"].encode("utf-8"), int(spec["mode"], 8)
+        before = _current(spec["dest"])
+        if before is None or before != (data, mode, 0, 0):
+            pending.append((spec, data, mode, before))
+    if not check:  # check mode: what a unit calls may not be installed yet
+        for spec, data, _mode, _before in pending:
+            error = _run_validate(spec["validate"], data, os.path.basename(spec["dest"])) if spec["validate"] else ""
+            if error:
+                module.fail_json(msg=f"{spec['dest']}: {spec['validate']} refused the new unit "
+                                     f"(nothing was written): {error}", files=[])
     made_dirs = [d for d in dirs if _ensure_dir(d, check)]
     changed, diffs = [], []
-    for spec in specs:
-        dest, data, mode = spec["dest"], spec["content"].encode("utf-8"), int(spec["mode"], 8)
-        before = _current(dest)
-        if before is not None and before == (data, mode, 0, 0):
-            continue
-        if spec["validate"] and not check:  # check mode: what a unit calls may not be installed yet
-            error = _run_validate(spec["validate"], data, os.path.basename(dest))
-            if error:
-                module.fail_json(msg=f"{dest}: {spec['validate']} refused the new unit (nothing was replaced): {error}",
-                                 files=changed)
-        changed.append(dest)
+    for spec, data, mode, before in pending:
+        changed.append(spec["dest"])
         if spec["diff"]:
-            diffs.append({"before_header": dest, "after_header": dest,
+            diffs.append({"before_header": spec["dest"], "after_header": spec["dest"],
                           "before": before[0].decode("utf-8", "replace") if before else "",
                           "after": spec["content"]})
         if not check:
-            _write(dest, data, mode)
+            _write(spec["dest"], data, mode)
     return changed, made_dirs, diffs
 
 

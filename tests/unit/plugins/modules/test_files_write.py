@@ -43,3 +43,14 @@ def test_writer_replaces_nothing_when_validation_refuses(tmp_path):
     assert unit.read_text() == "old\n"
     spec["validate"] = "grep -q new %s"
     assert W.apply_files(_Module(check_mode=False), [spec], [])[0] == [str(unit)]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="writes root-owned files")
+def test_a_refused_unit_stops_every_write_of_the_call(tmp_path):
+    env, unit = tmp_path / "conf" / "a.env", tmp_path / "x.service"
+    unit.write_text("old\n")
+    specs = [{"dest": str(env), "content": "A=1\n", "mode": "0600", "diff": True, "validate": ""},
+             {"dest": str(unit), "content": "new\n", "mode": "0644", "diff": True, "validate": "false %s"}]
+    with pytest.raises(AssertionError, match="nothing was written"):
+        W.apply_files(_Module(check_mode=False), specs, [str(env.parent)])
+    assert not env.parent.exists() and unit.read_text() == "old\n"

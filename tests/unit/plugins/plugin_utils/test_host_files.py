@@ -61,8 +61,8 @@ def test_changed_units_from_changed_files():
     assert H.changed_units([PREFILL, ROUTER], [f"{ETC}/prefill-0.secret.env"]) == ["vllm-pd-prefill-0.service"]
     assert H.changed_units([PREFILL, ROUTER], ["/etc/systemd/system/vllm-pd-router.service"]) == ["vllm-pd-router.service"]
     # a config file is shared: every unit of the step restarts
-    assert H.changed_units([PREFILL, ROUTER], [f"{ETC}/mooncake.json"]) == ["vllm-pd-prefill-0.service",
-                                                                           "vllm-pd-router.service"]
+    both = ["vllm-pd-prefill-0.service", "vllm-pd-router.service"]
+    assert H.changed_units([PREFILL, ROUTER], [f"{ETC}/mooncake.json"]) == both
 
 
 def test_changed_groups_from_units_inactive_images_and_forced():
