@@ -184,15 +184,13 @@ def kv_store(ctx: SynthesisContext) -> dict:
 def pool_meta(ctx: SynthesisContext, role: str) -> dict:
     """Sizes of one PD pool as the recipes site reports them."""
     gpu_count = ctx.layout.gpu_count
-    override_cfg, strategy_cfg = ctx.role_config(role)
     request = ctx.pd_request(role)
     nodes = ctx.pool_nodes(request)
-    parallelism = first(request.get("parallelism"), get(override_cfg, "parallelism"),
-                        get(strategy_cfg, "parallelism"), "tp")
+    parallelism = ctx.pd_parallelism(role)
     pool_gpus = (as_int_if_whole(math.floor(gpu_count / 2)) if nodes == 0
                  else as_int_if_whole(nodes * gpu_count))
     is_dep = parallelism == "dep"
-    tp = first(get(override_cfg, "tp"), get(strategy_cfg, "tp"), 1) if is_dep else pool_gpus
+    tp = ctx.layout.layers(role).dep_tp if is_dep else pool_gpus
     dp_local = as_int_if_whole(js_max(1, math.floor(gpu_count / to_number(tp)))) if is_dep else 0
     dp_size = as_int_if_whole(js_max(1, nodes) * dp_local) if is_dep else 1
     in_pool = js_max(1, nodes)

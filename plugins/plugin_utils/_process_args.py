@@ -125,21 +125,17 @@ def _pd_pool_args(ctx: SynthesisContext, role: Optional[str]) -> list[str]:
         raise TypeError("pd_cluster needs a role (prefill or decode) for every process")
     layout = ctx.layout
     request = ctx.pd_request(role)
-    override_cfg, strategy_cfg = ctx.role_config(role)
     pool_nodes = ctx.pool_nodes(request)
     pool_gpus = (as_int_if_whole(math.floor(layout.gpu_count / 2)) if pool_nodes == 0
                  else as_int_if_whole(pool_nodes * layout.gpu_count))
-    parallelism = first(request.get("parallelism"), get(override_cfg, "parallelism"),
-                        get(strategy_cfg, "parallelism"), "tp")
+    parallelism = ctx.pd_parallelism(role)
     allowed = layout.pool_modes
     if parallelism not in allowed:
         parallelism = allowed[0]
     if parallelism == "dep":
         return _dep_pool_args(ctx, role, request, pool_nodes)
     upper = role.upper()
-    flag = first(get(override_cfg, "parallel_flag"), get(strategy_cfg, "parallel_flag"),
-                 get(layout.strategy, "parallel_flag"), "--tensor-parallel-size")
-    out = [flag, number_text(as_int_if_whole(js_max(1, pool_gpus)))]
+    out = [layout.layers(role).parallel_flag, number_text(as_int_if_whole(js_max(1, pool_gpus)))]
     if parallelism == "tep":
         out.append("--enable-expert-parallel")
     if to_number(pool_nodes) > 1:

@@ -86,10 +86,7 @@ def _point_at_own_node(ctx: SynthesisContext, env: dict, role: str) -> None:
     """A non-zero DEP rank binds per-node values to its own node, not node 1."""
     request = ctx.pd_request(role)
     rank = first(request.get("rank"), 0)
-    override_cfg, strategy_cfg = ctx.role_config(role)
-    parallelism = first(request.get("parallelism"), get(override_cfg, "parallelism"),
-                        get(strategy_cfg, "parallelism"), "tp")
-    if not (to_number(rank) > 0 and parallelism == "dep"):
+    if not (to_number(rank) > 0 and ctx.pd_parallelism(role) == "dep"):
         return
     upper = role.upper()
     old, new = f"${upper}_NODE_1", f"${upper}_NODE_{text(as_int_if_whole(to_number(rank) + 1))}"

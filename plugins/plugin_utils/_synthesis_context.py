@@ -104,6 +104,10 @@ class SynthesisContext:
             request = self._pd_requests[role] = pd_role_request(self.pd_nodes, role)
         return request
 
+    def pd_parallelism(self, role: str) -> Any:
+        """One PD pool's parallelism: the request's, else the role's override, strategy, then "tp"."""
+        return first(self.pd_request(role).get("parallelism"), self.layout.layers(role).parallelism)
+
     def pool_nodes(self, request: dict) -> Any:
         """Nodes of one PD pool; without a request, 1 on a multi-node deployment, else co-located (0)."""
         legacy = 1 if to_number(self.node_count) > 1 else 0

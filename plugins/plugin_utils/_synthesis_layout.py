@@ -150,7 +150,8 @@ class RoleLayers:
     env: ``env_head`` + KV and PD pinning + ``env_tail`` + features and frontend.
     """
 
-    __slots__ = ("head", "middle", "env_head", "env_tail", "override_cfg", "strategy_cfg")
+    __slots__ = ("head", "middle", "env_head", "env_tail", "override_cfg", "strategy_cfg", "parallelism",
+                 "parallel_flag", "dep_tp")
 
     def __init__(self, layout: Layout, role: Optional[str]) -> None:
         strategy, overrides = layout.strategy, layout.overrides
@@ -159,6 +160,7 @@ class RoleLayers:
         # recipe's strategy_overrides.<strategy>.<role>, strategy YAML's <role>
         self.override_cfg = first(get(overrides, role), {})
         self.strategy_cfg = first(role_strategy, {})
+        self._pool_defaults(layout)
         role_exact = get(get(get(overrides, role), "hardware_overrides"), layout.hardware_id) \
             if role and hashable_key(layout.hardware_id) else None
         self.head = list(layout.model_and_variant_args)
@@ -188,6 +190,14 @@ class RoleLayers:
         if role:
             merge_env(tail, get(role_exact, "extra_env"))
         self.env_tail = tail
+
+    def _pool_defaults(self, layout: Layout) -> None:
+        """A PD pool's parallelism, parallel flag and DEP TP size when its request names none."""
+        override_cfg, strategy_cfg = self.override_cfg, self.strategy_cfg
+        self.parallelism = first(get(override_cfg, "parallelism"), get(strategy_cfg, "parallelism"), "tp")
+        self.parallel_flag = first(get(override_cfg, "parallel_flag"), get(strategy_cfg, "parallel_flag"),
+                                   get(layout.strategy, "parallel_flag"), "--tensor-parallel-size")
+        self.dep_tp = first(get(override_cfg, "tp"), get(strategy_cfg, "tp"), 1)
 
 
 _LAYOUT_CACHE: dict[tuple, tuple[tuple, Layout]] = {}
