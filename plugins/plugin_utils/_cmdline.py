@@ -18,6 +18,7 @@ from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._jsvalue import
 
 _SAFE_SHELL_WORD = re.compile(r"^[A-Za-z0-9_./=:@,+%-]+$")
 _SHELL_VARIABLE = re.compile(r"^\$[A-Z_][A-Z0-9_]*$")
+_CONTINUATION = " \\\n  "
 
 
 def dedupe_flags(args: list[Any]) -> list[Any]:
@@ -33,9 +34,21 @@ def kept_tokens(args: Iterable[Any]) -> list[Any]:
     return [a for a in args if (a if isinstance(a, str) else truthy(a))]
 
 
+def _all_strings(words: list[Any]) -> bool:
+    """True when every token is a string: one C-level join instead of a type check per token."""
+    try:
+        "".join(words)
+    except TypeError:
+        return False
+    return True
+
+
 def dedupe_kept(args: list[Any]) -> list[Any]:
     """``dedupe_flags`` for a fresh ``kept_tokens`` list: ``args`` itself when no flag repeats (the common case)."""
-    flags = [word for word in args if isinstance(word, str) and word[:1] == "-"]
+    if _all_strings(args):
+        flags = [word for word in args if word[:1] == "-"]
+    else:
+        flags = [word for word in args if isinstance(word, str) and word[:1] == "-"]
     if len(flags) == len(set(flags)):
         return args
     return _drop_overridden_flags(args)
@@ -95,24 +108,24 @@ def format_command(model_id: Any, args: list[Any], *, final: bool = False) -> st
     head = "vllm serve " + text(model_id)
     if not words:
         return head
-    lines: list[str] = []
-    append = lines.append
-    flag = None  # a flag waiting to see whether the next token is its value
+    if not _all_strings(words):
+        raise _non_string(next(word for word in words if not isinstance(word, str)))
+    parts = [head]
+    append = parts.append
+    after_flag = False  # a value right after a flag shares its line
     for word in words:
-        if not isinstance(word, str):
-            raise _non_string(word)
         if word[:1] == "-":
-            if flag is not None:
-                append(flag)
-            flag = word
-        elif flag is not None:
-            append(flag + " " + (_quoted(word) if word else word))
-            flag = None
-        else:
+            append(_CONTINUATION)
             append(word)
-    if flag is not None:
-        append(flag)
-    return head + " \\\n  " + " \\\n  ".join(lines)
+            after_flag = True
+        elif after_flag:
+            append(" ")
+            append(_quoted(word) if word else word)
+            after_flag = False
+        else:
+            append(_CONTINUATION)
+            append(word)
+    return "".join(parts)
 
 
 def format_argv(model_id: Any, args: list[Any], *, final: bool = False) -> list[Any]:
