@@ -70,15 +70,17 @@ class SynthesisContext:
         self.kv_store, self.kv_option = layout.kv_choice(kv_offload)
         self.kv_composing = self.kv_store is not None and layout.deploy_type != "pd_cluster"
 
-        request = kv_instances if truthy(kv_instances) and isinstance(kv_instances, (dict, list)) \
-            else {"count": kv_instances}
-        count = get(request, "count")
+        # a bare count, or a {count, current} request
+        if truthy(kv_instances) and isinstance(kv_instances, (dict, list)):
+            count, current = get(kv_instances, "count"), get(kv_instances, "current")
+        else:
+            count, current = kv_instances, None
         if is_number(count) and count >= 1:
             self.kv_instance_count = int(math.floor(count))
         else:
             self.kv_instance_count = first(get(self.kv_store, "default_instances"), 2)
         self.kv_current_instance = as_int_if_whole(
-            js_max(0, js_min(to_number(self.kv_instance_count) - 1, present(get(request, "current"), 0))))
+            js_max(0, js_min(to_number(self.kv_instance_count) - 1, present(current, 0))))
         self.frontend = frontend if truthy(frontend) else layout.default_frontend
         self._features: Optional[list[dict]] = None
         self._tail_args: Optional[list[Any]] = None
