@@ -114,12 +114,19 @@ class _EnvFlags:
     __slots__ = ("argv", "text", "config_mounts")
 
     def __init__(self, env: Optional[Mapping]) -> None:
-        pairs = [(key, text(value)) for key, value in (env or {}).items()]
-        self.argv = [word for key, value in pairs for word in ("-e", f"{key}={value}")]
-        self.text = " \\\n  ".join(f"-e {key}={value}" for key, value in pairs)
-        # every *_CONFIG_PATH file is bound read-only
-        self.config_mounts = [f"{value}:{value}:ro" for key, value in pairs
-                              if isinstance(key, str) and key.endswith("_CONFIG_PATH")]
+        argv: list[str] = []
+        lines: list[str] = []
+        mounts: list[str] = []
+        for key, raw in (env or {}).items():
+            value = raw if type(raw) is str else text(raw)
+            pair = f"{key}={value}"
+            argv += ("-e", pair)
+            lines.append("-e " + pair)
+            if isinstance(key, str) and key.endswith("_CONFIG_PATH"):
+                mounts.append(f"{value}:{value}:ro")  # every *_CONFIG_PATH file is bound read-only
+        self.argv = argv
+        self.text = " \\\n  ".join(lines)
+        self.config_mounts = mounts
 
     def mounts(self, model_id: Any) -> list[str]:
         """A local checkpoint path, then the config files."""
