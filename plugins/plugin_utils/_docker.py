@@ -118,7 +118,7 @@ class _EnvFlags:
         lines: list[str] = []
         mounts: list[str] = []
         for key, raw in (env or {}).items():
-            value = raw if type(raw) is str else text(raw)
+            value = raw if isinstance(raw, str) else text(raw)
             pair = f"{key}={value}"
             argv += ("-e", pair)
             lines.append("-e " + pair)
