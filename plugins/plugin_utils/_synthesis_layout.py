@@ -27,41 +27,6 @@ from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._gates import (
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._jsvalue import first, get, items, truthy
 
 
-_RECIPE_FACTS: dict[int, tuple[Mapping, Mapping, dict]] = {}
-_RECIPE_FACTS_SIZE = 4096
-
-
-def recipe_facts(recipe: Mapping, taxonomy: Mapping) -> dict:
-    """A memo for answers that depend on the recipe and taxonomy alone (recognised by identity)."""
-    key = id(recipe)
-    hit = _RECIPE_FACTS.get(key)
-    if hit is not None and hit[0] is recipe and hit[1] is taxonomy:
-        return hit[2]
-    if len(_RECIPE_FACTS) >= _RECIPE_FACTS_SIZE:
-        _RECIPE_FACTS.clear()
-    facts: dict = {}
-    _RECIPE_FACTS[key] = (recipe, taxonomy, facts)
-    return facts
-
-
-def _default_frontend(facts: dict, recipe: Mapping, profile: Mapping, hardware_id: Any, strategy_name: Any) -> Any:
-    """``resolve_frontend`` with no explicit choice, once per strategy and hardware of a recipe."""
-    key = ("frontend", strategy_name, hardware_id)
-    try:
-        return facts[key]
-    except KeyError:
-        chosen = facts[key] = resolve_frontend(recipe, None, profile, hardware_id, strategy_name)
-        return chosen
-
-
-def _pool_modes(facts: dict, recipe: Mapping) -> list[str]:
-    """``pd_pool_modes`` once per recipe (shared, read-only)."""
-    modes = facts.get("pool_modes")
-    if modes is None:
-        modes = facts["pool_modes"] = pd_pool_modes(recipe)
-    return modes
-
-
 def merge_env(env: dict, source: Any) -> None:
     """``Object.assign(env, source)`` for mapping sources; anything else adds nothing."""
     if isinstance(source, dict):
@@ -101,14 +66,13 @@ class Layout:
         self.overrides = overrides
         self.single_node_tp = single_node_tp(recipe, variant, profile, strategy_name, hardware_id)
         self.model_id = first(get(variant, "model_id"), get(model, "model_id"), "unknown")
-        facts = recipe_facts(recipe, taxonomy) if hashable_key(strategy_name) and hashable_key(hardware_id) else {}
-        self.default_frontend = _default_frontend(facts, recipe, profile, hardware_id, strategy_name)
+        self.default_frontend = resolve_frontend(recipe, None, profile, hardware_id, strategy_name)
         self.strategy_args = items(first(get(strategy, "vllm_args"), None))
         self.override_args = (items(first(get(overrides, "extra_args"), None))
                               + items(first(get(overrides, "vllm_args"), None))) if truthy(overrides) else []
         self.parallel_flag = first(get(strategy, "parallel_flag"), "--tensor-parallel-size")
         self.parallelism = get(strategy, "parallelism")
-        self.pool_modes = _pool_modes(facts, recipe) if self.deploy_type == "pd_cluster" else ["tp"]
+        self.pool_modes = pd_pool_modes(recipe) if self.deploy_type == "pd_cluster" else ["tp"]
         self.features = FeatureTable(self)
         self.strategies = strategies
         self.kv_options = get(taxonomy, "kv_offload")
