@@ -25,32 +25,7 @@ def _is_cuda_map(value: Any) -> bool:
     return isinstance(value, dict) and ("cu129" in value or "cu130" in value)
 
 
-_META_CACHE: dict[tuple, tuple[tuple, dict]] = {}
-_META_CACHE_SIZE = 4096
-
-
 def docker_meta(recipe: Mapping, variant: Mapping, profile: Mapping, hardware_id: Any = None) -> dict:
-    """``_docker_meta``, worked out once per recipe/variant/profile/hardware (a fresh dict on every call).
-
-    The inputs are treated as read-only and recognised by identity, like the
-    layout cache of ``_synthesis_layout``.
-    """
-    key: Optional[tuple] = (id(recipe), id(variant), id(profile), hardware_id)
-    try:
-        hit = _META_CACHE.get(key)
-    except TypeError:  # an unhashable hardware id: computed, never cached
-        hit = key = None
-    if hit is not None and hit[0][0] is recipe and hit[0][1] is variant and hit[0][2] is profile:
-        return dict(hit[1])
-    meta = _docker_meta(recipe, variant, profile, hardware_id)
-    if key is not None:
-        if len(_META_CACHE) >= _META_CACHE_SIZE:
-            _META_CACHE.clear()
-        _META_CACHE[key] = ((recipe, variant, profile), meta)
-    return dict(meta)
-
-
-def _docker_meta(recipe: Mapping, variant: Mapping, profile: Mapping, hardware_id: Any) -> dict:
     """Image, device flags and brand for one hardware profile.
 
     Image precedence: the variant's exact-hardware ``docker_image``, then the
