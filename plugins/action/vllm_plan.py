@@ -10,12 +10,12 @@ documentation lives in ``plugins/modules/vllm_plan.py``.
 from __future__ import annotations
 
 import os
-import tempfile
 from collections.abc import Mapping
 
 from ansible.errors import AnsibleActionFail
 from ansible.module_utils.common.text.converters import to_native, to_text
 from ansible.plugins.action import ActionBase
+from ansible_collections.vllm_fleet.recipes.plugins.module_utils._atomic_write import atomic_write
 
 try:
     from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._catalog import load_catalog
@@ -215,15 +215,5 @@ class ActionModule(ActionBase):
 
     @staticmethod
     def _atomic_write(path, data, mode):
-        directory = os.path.dirname(path)
-        os.makedirs(directory, exist_ok=True)
-        fd, tmp_path = tempfile.mkstemp(prefix=".vllm-", dir=directory)
-        try:
-            os.fchmod(fd, mode)
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(data)
-            os.replace(tmp_path, path)
-        except BaseException:
-            if os.path.exists(tmp_path):
-                os.unlink(tmp_path)
-            raise
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        atomic_write(path, data, mode)

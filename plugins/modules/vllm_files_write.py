@@ -87,6 +87,7 @@ import subprocess
 import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.vllm_fleet.recipes.plugins.module_utils._atomic_write import atomic_write
 
 
 def _current(dest):
@@ -112,21 +113,6 @@ def _run_validate(command, data, name):
         return "" if proc.returncode == 0 else (proc.stderr or proc.stdout).strip() or f"exit {proc.returncode}"
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
-
-
-def _write(dest, data, mode):
-    """Atomic write as root: temp file in the destination directory, then rename."""
-    fd, tmp_path = tempfile.mkstemp(prefix=".vllm-", dir=os.path.dirname(dest))
-    try:
-        os.fchmod(fd, mode)
-        os.fchown(fd, 0, 0)
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-        os.replace(tmp_path, dest)
-    except BaseException:
-        if os.path.exists(tmp_path):
-            os.unlink(tmp_path)
-        raise
 
 
 def _ensure_dir(path, check):
@@ -168,7 +154,7 @@ def apply_files(module, specs, dirs):
                           "before": before[0].decode("utf-8", "replace") if before else "",
                           "after": spec["content"]})
         if not check:
-            _write(spec["dest"], data, mode)
+            atomic_write(spec["dest"], data, mode, owner=(0, 0))
     return changed, made_dirs, diffs
 
 
