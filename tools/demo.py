@@ -81,7 +81,7 @@ def show_plans(out_dir: Path) -> int:
         dest = out_dir / example
         inventory = ROOT / "playbooks" / "examples" / example / "inventory.yml"
         print(f"\n== {number}. {example}: ansible-playbook -i {inventory.relative_to(ROOT)} playbooks/render.yml "
-              f"-e vllm_render_dir={dest.relative_to(ROOT)}")
+              f"-e vllm_render_dir={os.path.relpath(dest, ROOT)}")
         proc = subprocess.run([str(playbook), "-i", str(inventory), str(ROOT / "playbooks" / "render.yml"),
                                "-e", f"vllm_render_dir={dest}"], cwd=ROOT, env=env, capture_output=True,
                               text=True, check=False)
