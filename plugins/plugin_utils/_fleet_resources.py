@@ -270,8 +270,10 @@ def exec_argv(plan: DeploymentPlan, fleet: FleetPlan, proc: Process) -> None:
     if host_gpus is None:
         count = max([*proc.gpus, -1]) + 1
         host_gpus = tuple(range(count))
-    multi = plan.deploy_type in ("multi_node",) or (
-        plan.deploy_type in ("pd_cluster", "kv_store_lb") and proc.role in ("head", "worker"))
+    # Ranks of a multi-node group (multi-node TP/PP, a Mooncake instance over several hosts)
+    # are "head"/"worker" whatever the deploy type; the placers name every other engine
+    # single, replica, instance, prefill or decode.
+    multi = proc.role in ("head", "worker")
     if spec.compile_cache_dir and spec.container_profile == "hardened":
         proc.compile_cache = f"{spec.compile_cache_dir.rstrip('/')}/{proc.unit}"
         for key, value in COMPILE_CACHE_ENV:  # the operator's extra_env wins
