@@ -201,7 +201,7 @@ class RoleLayers:
 
 
 _LAYOUT_CACHE: dict[tuple, tuple[tuple, Layout]] = {}
-_LAYOUT_CACHE_SIZE = 4096
+_LAYOUT_CACHE_SIZE = 16384  # the upstream corpus alone has ~8,500 combinations: 4,096 thrashed
 
 
 def layout_for(recipe: Mapping, variant_key: Any, strategy_name: Any, hardware_id: Any,
