@@ -116,12 +116,15 @@ def docker_argv(argv: list[Any], env: Mapping, meta: Mapping, port: int = 8000) 
 
 
 def _wrap_argv(argv: list[Any], env: _EnvFlags, meta: Mapping, port: int, gpu_flags: tuple[str, ...]) -> list[Any]:
-    command = argv[2:] if argv[:2] == ["vllm", "serve"] else list(argv)
+    command = argv[2:] if argv[:2] == ["vllm", "serve"] else argv
     out: list[Any] = ["docker", "run", *gpu_flags, "--privileged", "--ipc=host", "-p", f"{port}:{port}",
                       "-v", HF_CACHE_MOUNT]
     for mount in env.mounts(command[0] if command else None):
-        out += ["-v", mount]
-    return [*out, *env.argv, meta.get("image"), *command]
+        out += ("-v", mount)
+    out += env.argv
+    out.append(meta.get("image"))
+    out += command
+    return out
 
 
 _SERVE = re.compile(r"^vllm serve (\S+)")
