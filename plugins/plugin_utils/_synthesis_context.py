@@ -67,7 +67,7 @@ class SynthesisContext:
         self.is_multi = layout.deploy_type == "multi_node" and to_number(node_count) > 1
 
         self.kv_offload = kv_offload
-        self.kv_store, self.kv_option = layout.kv_choice(kv_offload)
+        self.kv_store, self.kv_option, default_instances = layout.kv_choice(kv_offload)
         self.kv_composing = self.kv_store is not None and layout.deploy_type != "pd_cluster"
 
         # a bare count, or a {count, current} request
@@ -78,7 +78,7 @@ class SynthesisContext:
         if is_number(count) and count >= 1:
             self.kv_instance_count = int(math.floor(count))
         else:
-            self.kv_instance_count = first(get(self.kv_store, "default_instances"), 2)
+            self.kv_instance_count = default_instances
         self.kv_current_instance = as_int_if_whole(
             js_max(0, js_min(to_number(self.kv_instance_count) - 1, present(current, 0))))
         self.frontend = frontend if truthy(frontend) else layout.default_frontend
