@@ -14,6 +14,7 @@ import math
 from typing import Any, Mapping, Optional
 
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._cmdline import kept_tokens
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._feature_table import FeatureBlock
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._gates import (
     hashable_key,
     pick_mode,
@@ -82,7 +83,7 @@ class SynthesisContext:
         self.kv_current_instance = as_int_if_whole(
             js_max(0, js_min(to_number(self.kv_instance_count) - 1, present(current, 0))))
         self.frontend = frontend if truthy(frontend) else layout.default_frontend
-        self._features: Optional[list[dict]] = None
+        self._features: Optional[list[FeatureBlock]] = None
         self._tail_args: Optional[list[Any]] = None
         self._pd_requests: dict = {}
 
@@ -129,26 +130,24 @@ class SynthesisContext:
     def tail_args(self) -> list[Any]:
         """Advanced, feature and KV-connector args (empty tokens dropped): the layers every process ends with."""
         if self._tail_args is None:
-            args: list[Any] = []
             advanced = self.advanced_args
-            if truthy(advanced) and truthy(_length(advanced)):
-                args += items(advanced)
+            args = kept_tokens(items(advanced)) if truthy(advanced) and truthy(_length(advanced)) else []
             for block in self.active_features():
-                args += items(first(block["args"], None))
+                args += block.kept_args()
             if self.kv_option is not None:
-                args += items(first(get(self.kv_option, "args"), []))
+                args += kept_tokens(items(first(get(self.kv_option, "args"), [])))
             if self.kv_composing:
-                args += items(first(get(get(self.kv_store, "vllm"), "vllm_args"), []))
-            self._tail_args = kept_tokens(args)
+                args += kept_tokens(items(first(get(get(self.kv_store, "vllm"), "vllm_args"), [])))
+            self._tail_args = args
         return self._tail_args
 
-    def active_features(self) -> list[dict]:
-        """The ``{args, env}`` each enabled feature contributes here, in feature order."""
+    def active_features(self) -> list[FeatureBlock]:
+        """The args and env each enabled feature contributes here, in feature order."""
         if self._features is None:
             self._features = self._collect_features()
         return self._features
 
-    def _collect_features(self) -> list[dict]:
+    def _collect_features(self) -> list[FeatureBlock]:
         """A feature with ``modes`` contributes its active mode (nothing when no
         mode runs here); a plain feature contributes itself or its per-hardware
         replacement."""
