@@ -53,6 +53,10 @@ def _length(value: Any) -> Any:
 class SynthesisContext:
     """A ``Layout`` plus one selection's node counts, KV choices, frontend and features."""
 
+    __slots__ = ("layout", "node_count", "total_gpus", "features", "feature_modes", "advanced_args", "pd_nodes",
+                 "is_multi", "kv_offload", "kv_store", "kv_option", "kv_composing", "kv_instance_count",
+                 "kv_current_instance", "frontend", "_features", "_tail_args", "_pd_requests")
+
     def __init__(self, recipe: Mapping, variant_key: Any, strategy_name: Any, hardware_id: Any,
                  features: Any, strategies: Mapping, taxonomy: Mapping, advanced_args: Any,
                  node_count: Any, pd_nodes: Any, feature_modes: Any, kv_offload: Any,
@@ -80,8 +84,11 @@ class SynthesisContext:
             self.kv_instance_count = int(math.floor(count))
         else:
             self.kv_instance_count = default_instances
-        self.kv_current_instance = as_int_if_whole(
-            js_max(0, js_min(to_number(self.kv_instance_count) - 1, present(current, 0))))
+        if current is None and type(self.kv_instance_count) is int:  # pylint: disable=unidiomatic-typecheck
+            self.kv_current_instance = 0  # max(0, min(count - 1, 0)) of a whole count
+        else:
+            self.kv_current_instance = as_int_if_whole(
+                js_max(0, js_min(to_number(self.kv_instance_count) - 1, present(current, 0))))
         self.frontend = frontend if truthy(frontend) else layout.default_frontend
         self._features: Optional[list[FeatureBlock]] = None
         self._tail_args: Optional[list[Any]] = None
