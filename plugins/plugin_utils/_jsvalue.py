@@ -108,7 +108,7 @@ def js_min(*values: Any) -> float:
     for value in values:
         kind = type(value)
         number = float(value) if kind is int or kind is float else to_number(value)
-        if number != number:  # NaN
+        if math.isnan(number):
             return math.nan
         if number < best:
             best = number
@@ -121,7 +121,7 @@ def js_max(*values: Any) -> float:
     for value in values:
         kind = type(value)
         number = float(value) if kind is int or kind is float else to_number(value)
-        if number != number:  # NaN
+        if math.isnan(number):
             return math.nan
         if number > best:
             best = number

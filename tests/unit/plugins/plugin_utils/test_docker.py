@@ -18,7 +18,7 @@ from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._docker import 
     ({}, ("nvidia", False, False, False, False)),
 ])
 def test_classification(profile, expected):
-    for _ in range(2):  # second call: from the per-(brand, generation) cache where hashable
+    for _call in ("first", "cached"):  # the second from the per-(brand, generation) cache where hashable
         meta = docker_meta({"model": {}}, {}, profile)
         assert (meta["brandKey"], meta["isAmd"], meta["isTpu"], meta["isXpu"], meta["isIntel"]) == expected
 
