@@ -54,6 +54,28 @@ def dedupe_kept(args: list[Any]) -> list[Any]:
     return _drop_overridden_flags(args)
 
 
+def _drop_overridden_strings(args: list[str]) -> list[str]:
+    """``_drop_overridden_flags`` of an all-string argv, without the unit table."""
+    last = {word: index for index, word in enumerate(args) if word[:1] == "-"}
+    out: list[str] = []
+    append = out.append
+    keep = True  # whether the current flag (and so its value) survives
+    after_flag = False
+    for index, word in enumerate(args):
+        if word[:1] == "-":
+            keep = last[word] == index
+            if keep:
+                append(word)
+            after_flag = True
+        elif after_flag:
+            if keep:
+                append(word)
+            after_flag = False
+        else:
+            append(word)
+    return out
+
+
 def _drop_overridden_flags(args: list[Any]) -> list[Any]:
     units: list[tuple[Any, int, int]] = []  # (flag or None, start, end)
     count = len(args)
@@ -105,27 +127,39 @@ def _non_string(token: Any) -> TypeError:
 def format_command(model_id: Any, args: list[Any], *, final: bool = False) -> str:
     """The recipes site's layout: one flag and its value per continuation line."""
     words = args if final else final_args(args)
-    head = "vllm serve " + text(model_id)
-    if not words:
-        return head
-    if not _all_strings(words):
+    if words and not _all_strings(words):
         raise _non_string(next(word for word in words if not isinstance(word, str)))
-    parts = [head]
+    return _laid_out(model_id, words)
+
+
+def _laid_out(model_id: Any, words: list[str]) -> str:
+    """``format_command`` of an all-string argv."""
+    parts = ["vllm serve " + text(model_id)]
     append = parts.append
     after_flag = False  # a value right after a flag shares its line
     for word in words:
         if word[:1] == "-":
-            append(_CONTINUATION)
-            append(word)
+            append(_CONTINUATION + word)
             after_flag = True
         elif after_flag:
-            append(" ")
-            append(_quoted(word) if word else word)
+            append(" " + _quoted(word) if word else " ")
             after_flag = False
         else:
-            append(_CONTINUATION)
-            append(word)
+            append(_CONTINUATION + word)
     return "".join(parts)
+
+
+def render_kept(model_id: Any, args: list[Any]) -> tuple[str, list[Any]]:
+    """(command, argv) of a fresh ``kept_tokens`` argv: ``format_command`` and ``format_argv`` of its dedupe.
+
+    The common all-string argv is deduplicated and laid out without a second type check.
+    """
+    if not _all_strings(args):
+        words = dedupe_kept(args)
+        return format_command(model_id, words, final=True), format_argv(model_id, words, final=True)
+    flags = [word for word in args if word[:1] == "-"]
+    words = args if len(flags) == len(set(flags)) else _drop_overridden_strings(args)
+    return _laid_out(model_id, words), ["vllm", "serve", model_id, *words]
 
 
 def format_argv(model_id: Any, args: list[Any], *, final: bool = False) -> list[Any]:

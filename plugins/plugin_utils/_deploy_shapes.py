@@ -13,11 +13,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._cmdline import (
-    dedupe_kept,
-    format_argv,
-    format_command,
-)
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._cmdline import render_kept
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._gates import (
     PD_ROLE_PORTS,
     PD_ROLES,
@@ -44,9 +40,7 @@ from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._synthesis_cont
 
 def rendered(ctx: SynthesisContext, args: list[Any]) -> tuple[str, list[Any]]:
     """(command string, argv) of one process (``process_args`` output), from one dedupe pass."""
-    words = dedupe_kept(args)
-    model_id = ctx.layout.model_id
-    return format_command(model_id, words, final=True), format_argv(model_id, words, final=True)
+    return render_kept(ctx.layout.model_id, args)
 
 
 def _follower_processes(ctx: SynthesisContext) -> list[tuple[str, list[Any]]]:

@@ -10,10 +10,11 @@ docs/container-flags.md for every difference and why.
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from typing import Any, Mapping, Optional
 
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._jsvalue import first, get, text
-from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._vendors import VENDORS, site_vendor_key
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._vendors import VENDORS, Vendor, site_vendor_key
 
 HF_CACHE_MOUNT = "~/.cache/huggingface:/root/.cache/huggingface"
 
@@ -25,6 +26,19 @@ def _is_cuda_map(value: Any) -> bool:
     return isinstance(value, dict) and ("cu129" in value or "cu130" in value)
 
 
+def _site_classification(brand: Any, generation: Any) -> tuple[Vendor, bool, bool, bool, bool]:
+    """(vendor, isAmd, isTpu, isXpu, isIntel) of a profile's brand and generation, as the recipes site classifies."""
+    is_amd = brand == "AMD"
+    is_tpu = generation == "tpu"
+    is_xpu = generation == "xpu"
+    is_intel = generation == "cpu" or is_xpu or brand == "Intel"
+    return VENDORS[site_vendor_key(is_tpu, is_amd, is_xpu, is_intel)], is_amd, is_tpu, is_xpu, is_intel
+
+
+#: ``_site_classification`` once per hashable (brand, generation): a hardware fact, not a resolution's output.
+_known_classification = lru_cache(maxsize=256)(_site_classification)
+
+
 def docker_meta(recipe: Mapping, variant: Mapping, profile: Mapping, hardware_id: Any = None) -> dict:
     """Image, device flags and brand for one hardware profile.
 
@@ -33,20 +47,20 @@ def docker_meta(recipe: Mapping, variant: Mapping, profile: Mapping, hardware_id
     when the model is ``nightly_required``). A CUDA map (``{cu129, cu130}``)
     defaults to its cu130 tag.
     """
-    nightly = get(get(recipe, "model"), "nightly_required") is True
+    model = get(recipe, "model")
+    nightly = get(model, "nightly_required") is True
     brand = get(profile, "brand")
     generation = get(profile, "generation")
-    is_amd = brand == "AMD"
-    is_tpu = generation == "tpu"
-    is_xpu = generation == "xpu"
-    is_intel = generation == "cpu" or is_xpu or brand == "Intel"
-    vendor = VENDORS[site_vendor_key(is_tpu, is_amd, is_xpu, is_intel)]
+    try:
+        vendor, is_amd, is_tpu, is_xpu, is_intel = _known_classification(brand, generation)
+    except TypeError:  # an unhashable brand or generation
+        vendor, is_amd, is_tpu, is_xpu, is_intel = _site_classification(brand, generation)
     brand_key = vendor.site_brand
 
     exact = get(get(get(variant, "hardware_overrides"), hardware_id), "docker_image") if hardware_id else None
     pinned: Optional[str] = exact if isinstance(exact, str) else None
     cuda_map: Optional[dict] = None
-    for override in (get(variant, "docker_image"), get(get(recipe, "model"), "docker_image")):
+    for override in (get(variant, "docker_image"), get(model, "docker_image")):
         if not override or pinned or cuda_map:
             continue
         if isinstance(override, str):
@@ -116,12 +130,15 @@ def docker_argv(argv: list[Any], env: Mapping, meta: Mapping, port: int = 8000) 
 
 
 def _wrap_argv(argv: list[Any], env: _EnvFlags, meta: Mapping, port: int, gpu_flags: tuple[str, ...]) -> list[Any]:
-    command = argv[2:] if argv[:2] == ["vllm", "serve"] else list(argv)
+    command = argv[2:] if argv[:2] == ["vllm", "serve"] else argv
     out: list[Any] = ["docker", "run", *gpu_flags, "--privileged", "--ipc=host", "-p", f"{port}:{port}",
                       "-v", HF_CACHE_MOUNT]
     for mount in env.mounts(command[0] if command else None):
-        out += ["-v", mount]
-    return [*out, *env.argv, meta.get("image"), *command]
+        out += ("-v", mount)
+    out += env.argv
+    out.append(meta.get("image"))
+    out += command
+    return out
 
 
 _SERVE = re.compile(r"^vllm serve (\S+)")

@@ -12,21 +12,38 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Optional
 
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._cmdline import kept_tokens
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._gates import (
     feature_allowed_for_strategy,
     hardware_keyed,
     mode_choices,
 )
-from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._jsvalue import get, present, truthy
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._jsvalue import first, get, items, present, truthy
 
 
-def hardware_replacement(block: Any, profile: Mapping, hardware_id: Any) -> dict:
-    """A feature/mode's args and env, replaced per hardware when it declares so."""
-    replacement = hardware_keyed(get(block, "hardware_overrides"), profile, hardware_id)
-    return {
-        "args": present(get(replacement, "args"), get(block, "args")),
-        "env": present(get(replacement, "env"), get(block, "env")),
-    }
+class FeatureBlock:
+    """A feature's (or mode's) args and env here, replaced per hardware when it declares so.
+
+    Its argv tokens, empty ones dropped, are worked out once; args that are
+    not a list or string raise only when a resolution uses the block.
+    """
+
+    __slots__ = ("args", "env", "_kept_args")
+
+    def __init__(self, block: Any, profile: Mapping, hardware_id: Any) -> None:
+        replacement = hardware_keyed(get(block, "hardware_overrides"), profile, hardware_id)
+        self.args = present(get(replacement, "args"), get(block, "args"))
+        self.env = present(get(replacement, "env"), get(block, "env"))
+        try:
+            self._kept_args: Optional[tuple] = tuple(kept_tokens(items(first(self.args, None))))
+        except TypeError:
+            self._kept_args = None
+
+    def kept_args(self) -> tuple:
+        """The argv tokens the block adds (``kept_tokens``); TypeError for args that are not a list or string."""
+        if self._kept_args is None:
+            items(first(self.args, None))  # raises the resolution's TypeError
+        return self._kept_args
 
 
 class FeatureEntry:
@@ -43,18 +60,18 @@ class FeatureEntry:
         self.companion = companion if truthy(get(companion, "command")) else None
         modes = get(feature, "modes")
         self.moded = modes is not None and isinstance(modes, (dict, list))
-        self.plain: Optional[dict] = None
+        self.plain: Optional[FeatureBlock] = None
         self.mode_blocks: dict = {}
         self.allowed_modes: list = []
         self.fallback_mode: Any = None
         if not self.moded:
-            self.plain = hardware_replacement(feature, profile, hardware_id)
+            self.plain = FeatureBlock(feature, profile, hardware_id)
             return
         self.allowed_modes, self.fallback_mode = mode_choices(feature, key, layout.variant, layout.variant_key,
                                                               profile, hardware_id)
         for mode_key in self.allowed_modes:
             mode = modes[mode_key]
-            self.mode_blocks[mode_key] = hardware_replacement(mode, profile, hardware_id) if truthy(mode) else None
+            self.mode_blocks[mode_key] = FeatureBlock(mode, profile, hardware_id) if truthy(mode) else None
 
 
 class FeatureTable:

@@ -17,6 +17,9 @@ from typing import Any
 
 def is_number(value: Any) -> bool:
     """True for numbers as JavaScript's ``typeof value === "number"`` sees them."""
+    kind = type(value)
+    if kind is int or kind is float:
+        return True
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
@@ -38,8 +41,14 @@ def truthy(value: Any) -> bool:
 
 def first(*values: Any) -> Any:
     """The ``a || b || c`` chain: the first truthy value, else the last one."""
-    for value in values[:-1]:
-        if truthy(value):
+    for value in values:
+        if value is None or value is False:
+            continue
+        kind = type(value)
+        if kind is str:
+            if value:
+                return value
+        elif kind is dict or kind is list or truthy(value):
             return value
     return values[-1]
 
@@ -97,7 +106,8 @@ def js_min(*values: Any) -> float:
     """``Math.min``: numeric coercion, and NaN wins."""
     best = math.inf
     for value in values:
-        number = to_number(value)
+        kind = type(value)
+        number = float(value) if kind is int or kind is float else to_number(value)
         if math.isnan(number):
             return math.nan
         if number < best:
@@ -109,7 +119,8 @@ def js_max(*values: Any) -> float:
     """``Math.max``: numeric coercion, and NaN wins."""
     best = -math.inf
     for value in values:
-        number = to_number(value)
+        kind = type(value)
+        number = float(value) if kind is int or kind is float else to_number(value)
         if math.isnan(number):
             return math.nan
         if number > best:
@@ -147,7 +158,7 @@ def text(value: Any) -> str:
 
 def as_int_if_whole(value: float) -> float | int:
     """Keep whole numbers integral so arithmetic on them prints like JavaScript."""
-    if isinstance(value, float) and not math.isnan(value) and not math.isinf(value) and value == int(value):
+    if isinstance(value, float) and value.is_integer():  # False for NaN and infinities
         return int(value)
     return value
 

@@ -38,6 +38,8 @@ def process_args(ctx: SynthesisContext, role: Optional[str], node_role: Optional
     ``role`` is a PD pool, ``node_role`` head/worker of a multi-node deployment.
     """
     layers = ctx.layout.layers(role)
+    if role is None and not ctx.is_multi and ctx.layout.deploy_type != "pd_cluster":
+        return [*layers.single_node, *ctx.tail_args()]
     args = [*layers.head, *kept_tokens(_parallel_args(ctx, role, node_role, node_rank)), *layers.middle,
             *ctx.tail_args()]
     if role and ctx.layout.deploy_type == "pd_cluster":

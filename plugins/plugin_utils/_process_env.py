@@ -54,7 +54,7 @@ def process_env(ctx: SynthesisContext, role: Optional[str]) -> dict:
         _pin_pool_devices(ctx, env, role)
     env.update(layers.env_tail)
     for block in ctx.active_features():
-        merge_env(env, block["env"])
+        merge_env(env, block.env)
     if ctx.frontend in FRONTENDS:
         env[FRONTEND_ENV] = "1" if ctx.frontend == "rust" else "0"
     if is_pd and layout.hardware_id not in NVL4_HARDWARE_IDS:

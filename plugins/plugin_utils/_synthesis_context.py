@@ -14,6 +14,7 @@ import math
 from typing import Any, Mapping, Optional
 
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._cmdline import kept_tokens
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._feature_table import FeatureBlock
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._gates import (
     hashable_key,
     pick_mode,
@@ -52,6 +53,10 @@ def _length(value: Any) -> Any:
 class SynthesisContext:
     """A ``Layout`` plus one selection's node counts, KV choices, frontend and features."""
 
+    __slots__ = ("layout", "node_count", "total_gpus", "features", "feature_modes", "advanced_args", "pd_nodes",
+                 "is_multi", "kv_offload", "kv_store", "kv_option", "kv_composing", "kv_instance_count",
+                 "kv_current_instance", "frontend", "_features", "_tail_args", "_pd_requests")
+
     def __init__(self, recipe: Mapping, variant_key: Any, strategy_name: Any, hardware_id: Any,
                  features: Any, strategies: Mapping, taxonomy: Mapping, advanced_args: Any,
                  node_count: Any, pd_nodes: Any, feature_modes: Any, kv_offload: Any,
@@ -67,7 +72,7 @@ class SynthesisContext:
         self.is_multi = layout.deploy_type == "multi_node" and to_number(node_count) > 1
 
         self.kv_offload = kv_offload
-        self.kv_store, self.kv_option = layout.kv_choice(kv_offload)
+        self.kv_store, self.kv_option, default_instances = layout.kv_choice(kv_offload)
         self.kv_composing = self.kv_store is not None and layout.deploy_type != "pd_cluster"
 
         # a bare count, or a {count, current} request
@@ -78,11 +83,14 @@ class SynthesisContext:
         if is_number(count) and count >= 1:
             self.kv_instance_count = int(math.floor(count))
         else:
-            self.kv_instance_count = first(get(self.kv_store, "default_instances"), 2)
-        self.kv_current_instance = as_int_if_whole(
-            js_max(0, js_min(to_number(self.kv_instance_count) - 1, present(current, 0))))
+            self.kv_instance_count = default_instances
+        if current is None and type(self.kv_instance_count) is int:  # pylint: disable=unidiomatic-typecheck
+            self.kv_current_instance = 0  # max(0, min(count - 1, 0)) of a whole count
+        else:
+            self.kv_current_instance = as_int_if_whole(
+                js_max(0, js_min(to_number(self.kv_instance_count) - 1, present(current, 0))))
         self.frontend = frontend if truthy(frontend) else layout.default_frontend
-        self._features: Optional[list[dict]] = None
+        self._features: Optional[list[FeatureBlock]] = None
         self._tail_args: Optional[list[Any]] = None
         self._pd_requests: dict = {}
 
@@ -129,26 +137,24 @@ class SynthesisContext:
     def tail_args(self) -> list[Any]:
         """Advanced, feature and KV-connector args (empty tokens dropped): the layers every process ends with."""
         if self._tail_args is None:
-            args: list[Any] = []
             advanced = self.advanced_args
-            if truthy(advanced) and truthy(_length(advanced)):
-                args += items(advanced)
+            args = kept_tokens(items(advanced)) if truthy(advanced) and truthy(_length(advanced)) else []
             for block in self.active_features():
-                args += items(first(block["args"], None))
+                args += block.kept_args()
             if self.kv_option is not None:
-                args += items(first(get(self.kv_option, "args"), []))
+                args += kept_tokens(items(first(get(self.kv_option, "args"), [])))
             if self.kv_composing:
-                args += items(first(get(get(self.kv_store, "vllm"), "vllm_args"), []))
-            self._tail_args = kept_tokens(args)
+                args += kept_tokens(items(first(get(get(self.kv_store, "vllm"), "vllm_args"), [])))
+            self._tail_args = args
         return self._tail_args
 
-    def active_features(self) -> list[dict]:
-        """The ``{args, env}`` each enabled feature contributes here, in feature order."""
+    def active_features(self) -> list[FeatureBlock]:
+        """The args and env each enabled feature contributes here, in feature order."""
         if self._features is None:
             self._features = self._collect_features()
         return self._features
 
-    def _collect_features(self) -> list[dict]:
+    def _collect_features(self) -> list[FeatureBlock]:
         """A feature with ``modes`` contributes its active mode (nothing when no
         mode runs here); a plain feature contributes itself or its per-hardware
         replacement."""

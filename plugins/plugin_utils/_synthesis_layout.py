@@ -4,7 +4,8 @@ Private to the vllm_fleet.recipes collection: not a public API.
 
 A ``Layout`` depends only on the recipe, variant, strategy and hardware, so it
 is computed once per combination and shared by every resolution of it (the
-inputs are treated as read-only and recognised by identity).
+inputs are treated as read-only and recognised by identity). Its argv layers
+are tuples: long-lived, immutable, and never tracked by the garbage collector.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._gates import (
     resolve_frontend,
     single_node_tp,
 )
-from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._jsvalue import first, get, items, truthy
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._jsvalue import first, get, items, text, truthy
 
 
 def merge_env(env: dict, source: Any) -> None:
@@ -67,12 +68,12 @@ class Layout:
         self.single_node_tp = single_node_tp(recipe, variant, profile, strategy_name, hardware_id)
         self.model_id = first(get(variant, "model_id"), get(model, "model_id"), "unknown")
         self.default_frontend = resolve_frontend(recipe, None, profile, hardware_id, strategy_name)
-        self.strategy_args = items(first(get(strategy, "vllm_args"), None))
-        self.override_args = (items(first(get(overrides, "extra_args"), None))
-                              + items(first(get(overrides, "vllm_args"), None))) if truthy(overrides) else []
+        self.strategy_args = tuple(items(first(get(strategy, "vllm_args"), None)))
+        self.override_args = tuple(items(first(get(overrides, "extra_args"), None))
+                                   + items(first(get(overrides, "vllm_args"), None))) if truthy(overrides) else ()
         self.parallel_flag = first(get(strategy, "parallel_flag"), "--tensor-parallel-size")
         self.parallelism = get(strategy, "parallelism")
-        self.pool_modes = pd_pool_modes(recipe) if self.deploy_type == "pd_cluster" else ["tp"]
+        self.pool_modes = tuple(pd_pool_modes(recipe)) if self.deploy_type == "pd_cluster" else ("tp",)
         self.features = FeatureTable(self)
         self.strategies = strategies
         self.kv_options = get(taxonomy, "kv_offload")
@@ -102,10 +103,10 @@ class Layout:
         static_env: dict = {}
         for block in (get(model, "base_env"), get(variant, "extra_env"), get(variant_exact, "extra_env")):
             merge_env(static_env, block)
-        self.model_and_variant_args = (items(first(get(model, "base_args"), None))
-                                       + items(first(get(variant, "extra_args"), None))
-                                       + items(first(get(variant_exact, "extra_args"), None)))
-        self.hardware_args = hardware_args
+        self.model_and_variant_args = tuple(items(first(get(model, "base_args"), None))
+                                            + items(first(get(variant, "extra_args"), None))
+                                            + items(first(get(variant_exact, "extra_args"), None)))
+        self.hardware_args = tuple(hardware_args)
         self.hardware_env = hardware_env
         self.model_and_variant_env = static_env
 
@@ -117,21 +118,22 @@ class Layout:
             self._role_layers[role] = layers
         return layers
 
-    def kv_choice(self, kv_offload: Any) -> tuple[Any, Any]:
-        """(Mooncake store, KV-offload option) a ``kv_offload`` selection names here; either may be None.
+    def kv_choice(self, kv_offload: Any) -> tuple[Any, Any, Any]:
+        """(Mooncake store, KV-offload option, the store's default instance count) a ``kv_offload``
+        selection names here; the store and option may be None.
 
         An option gated off by the strategy, the recipe or the brand is
         silently dropped, as on the recipes site.
         """
         if not hashable_key(kv_offload):
-            return None, None
+            return None, None, 2
         choice = self._kv_choices.get(kv_offload)
         if choice is None:
             choice = self._kv_choice(kv_offload)
             self._kv_choices[kv_offload] = choice
         return choice
 
-    def _kv_choice(self, kv_offload: Any) -> tuple[Any, Any]:
+    def _kv_choice(self, kv_offload: Any) -> tuple[Any, Any, Any]:
         store = get(self.strategies, kv_offload) if truthy(kv_offload) else None
         option = get(self.kv_options, kv_offload)
         allowed = (
@@ -140,18 +142,20 @@ class Layout:
             and kv_offload_supported_for_recipe(option, kv_offload, self.recipe)
             and kv_offload_brand_supported(option, self.profile)
         )
-        return store if get(store, "deploy_type") == "kv_store_lb" else None, option if allowed else None
+        store = store if get(store, "deploy_type") == "kv_store_lb" else None
+        return store, option if allowed else None, first(get(store, "default_instances"), 2)
 
 
 class RoleLayers:
     """What every process of one role starts and ends with, around the per-selection layers.
 
-    argv: ``head`` + parallel layout + ``middle`` + advanced/feature/KV args (each without empty tokens).
+    argv: ``head`` + parallel layout + ``middle`` + advanced/feature/KV args (each without empty tokens);
+    ``single_node`` is ``head`` + the single-node parallel layout + ``middle`` (role None only).
     env: ``env_head`` + KV and PD pinning + ``env_tail`` + features and frontend.
     """
 
-    __slots__ = ("head", "middle", "env_head", "env_tail", "override_cfg", "strategy_cfg", "parallelism",
-                 "parallel_flag", "dep_tp")
+    __slots__ = ("head", "middle", "single_node", "env_head", "env_tail", "override_cfg", "strategy_cfg",
+                 "parallelism", "parallel_flag", "dep_tp")
 
     def __init__(self, layout: Layout, role: Optional[str]) -> None:
         strategy, overrides = layout.strategy, layout.overrides
@@ -163,23 +167,25 @@ class RoleLayers:
         self._pool_defaults(layout)
         role_exact = get(get(get(overrides, role), "hardware_overrides"), layout.hardware_id) \
             if role and hashable_key(layout.hardware_id) else None
-        self.head = list(layout.model_and_variant_args)
+        head = list(layout.model_and_variant_args)
         if not is_pd:
-            self.head += layout.strategy_args
+            head += layout.strategy_args
         elif role and truthy(get(role_strategy, "vllm_args")):
-            self.head += items(get(role_strategy, "vllm_args"))
+            head += items(get(role_strategy, "vllm_args"))
         if role is None:
-            self.middle = list(layout.override_args)
+            middle = list(layout.override_args)
         elif truthy(overrides):
             block = get(overrides, role)
-            self.middle = items(first(get(block, "extra_args"), None)) + items(first(get(block, "vllm_args"), None))
+            middle = items(first(get(block, "extra_args"), None)) + items(first(get(block, "vllm_args"), None))
         else:
-            self.middle = []
-        self.middle += layout.hardware_args
+            middle = []
+        middle += layout.hardware_args
         if role:
-            self.middle += items(first(get(role_exact, "extra_args"), None))
-        self.head = kept_tokens(self.head)
-        self.middle = kept_tokens(self.middle)
+            middle += items(first(get(role_exact, "extra_args"), None))
+        self.head = tuple(kept_tokens(head))
+        self.middle = tuple(kept_tokens(middle))
+        self.single_node = None if role else (
+            *self.head, *kept_tokens((layout.parallel_flag, text(layout.single_node_tp))), *self.middle)
         self.env_head = dict(layout.model_and_variant_env)
         merge_env(self.env_head, get(strategy, "env") if not is_pd else get(role_strategy, "env") if role else None)
         tail: dict = {}
@@ -201,7 +207,7 @@ class RoleLayers:
 
 
 _LAYOUT_CACHE: dict[tuple, tuple[tuple, Layout]] = {}
-_LAYOUT_CACHE_SIZE = 4096
+_LAYOUT_CACHE_SIZE = 16384  # the upstream corpus alone has ~8,500 combinations: 4,096 thrashed
 
 
 def layout_for(recipe: Mapping, variant_key: Any, strategy_name: Any, hardware_id: Any,
