@@ -10,9 +10,11 @@ DOCUMENTATION = r"""
 module: vllm_units_info
 short_description: List the systemd units that vllm_fleet.recipes manages on a host
 description:
-  - Reads every C(*.service) file in O(unit_dirs) whose first line carries the header
-    C(# Managed by vllm_fleet.recipes) (written by the fleet plan's renderer), and reports what the
-    header and the unit say (deployment, recipe, process, host, env file, container name).
+  - Finds every C(*.service) file in O(unit_dirs) whose first line carries the header
+    C(# Managed by vllm_fleet.recipes) (written by the fleet plan's renderer), and reports what its
+    JSON manifest in O(manifest_dir) says (deployment, recipe, process, host, env file, container
+    name). Units rendered before manifests existed have none; for them the same fields are read
+    from the unit's header comments and directives.
   - Asks systemd for each unit's active state, sub state and enablement in one C(systemctl show) call.
   - Reports the mode of each unit's C(EnvironmentFile=), which must be C(0600).
   - Read-only. Used by the deploy roles to find stale units, by C(playbooks/status.yml) and by
@@ -27,6 +29,12 @@ options:
     type: list
     elements: path
     default: [/etc/systemd/system]
+  manifest_dir:
+    description:
+      - Directory of the unit manifests (C(<unit>.service.json)) that the deploy roles install
+        beside each unit.
+    type: path
+    default: /var/lib/vllm-fleet/units
   deployments:
     description:
       - Only report units of these deployments. All managed units when omitted or empty.
@@ -113,6 +121,10 @@ units:
       description: Path of the unit's C(EnvironmentFile=), or null.
       type: str
       sample: /etc/vllm-fleet/glm-pd/vllm-glm-pd-decode-0.env
+    manifest:
+      description: Path of the unit's manifest, or null when the unit has none (rendered by an older release).
+      type: str
+      sample: /var/lib/vllm-fleet/units/vllm-glm-pd-decode-0.service.json
     env_file_mode:
       description: Octal mode of the env file, or null when it is missing.
       type: str
@@ -139,6 +151,7 @@ units:
       sample: 0
 """
 
+import json
 import os
 import re
 
@@ -146,6 +159,8 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.vllm_fleet.recipes.plugins.module_utils._systemd_show import parse_show
 
 MANAGED_HEADER = "# Managed by vllm_fleet.recipes"
+MANIFEST_SCHEMA = "vllm_fleet.unit/v1"
+_MANIFEST_FIELDS = ("deployment", "recipe", "deploy_type", "process", "host", "env_file", "container")
 _HEADER_FIELDS = re.compile(r"(\w+)=(\S*)")
 _SHOW_PROPERTIES = ("Id", "ActiveState", "SubState", "UnitFileState", "NRestarts")
 
@@ -185,7 +200,42 @@ def parse_unit(path, text):
         info["kind"] = "mooncake"
     else:
         info["kind"] = "engine"
+    info["manifest"] = None
     return info
+
+
+def read_manifest(path, unit):
+    """The manifest of ``unit`` at ``path`` as a dict, or None when missing, unreadable or not one."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            data = json.load(handle)
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict) or data.get("schema") != MANIFEST_SCHEMA or data.get("unit") != unit:
+        return None
+    return data
+
+
+def from_manifest(path, manifest_path, data):
+    """What the units list reports for a unit at ``path`` described by its manifest."""
+    info = {"unit": os.path.basename(path), "path": path, "manifest": manifest_path}
+    for key in _MANIFEST_FIELDS:
+        value = data.get(key)
+        info[key] = value if isinstance(value, str) else None
+    kind = data.get("kind") if isinstance(data.get("kind"), str) else "engine"
+    # the plan's mooncake_master / mooncake_store are one kind here, as the roles select them
+    info["kind"] = "mooncake" if kind.startswith("mooncake") else kind
+    return info
+
+
+def describe_unit(path, text, manifest_dir):
+    """A managed unit's fields, from its manifest when it has one, or None if the unit is not ours."""
+    if not text.startswith(MANAGED_HEADER):
+        return None
+    unit = os.path.basename(path)
+    manifest_path = os.path.join(manifest_dir, unit + ".json")
+    data = read_manifest(manifest_path, unit)
+    return parse_unit(path, text) if data is None else from_manifest(path, manifest_path, data)
 
 
 def file_mode(path):
@@ -195,7 +245,7 @@ def file_mode(path):
         return None
 
 
-def collect(unit_dirs, deployments):
+def collect(unit_dirs, deployments, manifest_dir):
     units = []
     for directory in unit_dirs:
         try:
@@ -208,7 +258,7 @@ def collect(unit_dirs, deployments):
                 continue
             try:
                 with open(path, encoding="utf-8", errors="replace") as handle:
-                    info = parse_unit(path, handle.read())
+                    info = describe_unit(path, handle.read(), manifest_dir)
             except OSError:
                 continue
             if info is None or (deployments and info["deployment"] not in deployments):
@@ -222,12 +272,14 @@ def main():
     module = AnsibleModule(
         argument_spec=dict(
             unit_dirs=dict(type="list", elements="path", default=["/etc/systemd/system"]),
+            manifest_dir=dict(type="path", default="/var/lib/vllm-fleet/units"),
             deployments=dict(type="list", elements="str"),
             systemd_state=dict(type="bool", default=True),
         ),
         supports_check_mode=True,
     )
-    units = collect(module.params["unit_dirs"], set(module.params["deployments"] or ()))
+    units = collect(module.params["unit_dirs"], set(module.params["deployments"] or ()),
+                    module.params["manifest_dir"])
     states = {}
     if units and module.params["systemd_state"]:
         systemctl = module.get_bin_path("systemctl", required=True)

@@ -17,6 +17,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Optional
 
 UNIT_SUFFIX = ".service"
+#: Unit manifests (``<unit>.service.json``, _plan_model.UNIT_MANIFEST_DIR): they describe a unit
+#: and restart nothing.
+MANIFEST_SUFFIX = ".service.json"
 ENV_SUFFIX = ".env"
 UNIT_MODE = "0644"
 ENV_MODE = "0600"
@@ -29,9 +32,11 @@ PlanFile = Mapping[str, Any]
 
 
 def file_kind(dest: str) -> str:
-    """'unit', 'env' or 'config', from the destination's name."""
+    """'unit', 'env', 'manifest' or 'config', from the destination's name."""
     if dest.endswith(UNIT_SUFFIX):
         return "unit"
+    if dest.endswith(MANIFEST_SUFFIX):
+        return "manifest"
     if dest.endswith(ENV_SUFFIX):
         return "env"
     return "config"
@@ -48,6 +53,7 @@ def select_processes(processes: Sequence[Process], kinds: Iterable[str],
 
 def _owned_names(procs: Sequence[Process], configs: Iterable[str]) -> set[str]:
     names = {p["unit"] for p in procs}
+    names |= {os.path.basename(p["manifest"]) for p in procs if p.get("manifest")}
     names |= {os.path.basename(p["env_file"]) for p in procs if p.get("env_file")}
     names |= {os.path.basename(p["secret_file"]) for p in procs if p.get("secret_file")}
     if procs:
@@ -99,7 +105,7 @@ def file_specs(files: Sequence[PlanFile], contents: Mapping[str, str], procs: Se
 
 def changed_units(procs: Sequence[Process], changed_dests: Iterable[str]) -> list[str]:
     """Units to restart for these changed files: a changed unit, env or secret file restarts its own
-    unit; a changed config file restarts every unit of the step."""
+    unit; a changed config file restarts every unit of the step; a manifest restarts nothing."""
     changed = set(changed_dests)
     units = {os.path.basename(d) for d in changed if file_kind(d) == "unit"}
     units |= {p["unit"] for p in procs if p.get("env_file") in changed or p.get("secret_file") in changed}

@@ -42,6 +42,10 @@ ORDER_WATCHDOG = 40
 #: every host Ansible manages has it).
 WATCHDOG_BINARY = "/usr/local/libexec/vllm-fleet/vllm-group-watchdog"
 WATCHDOG_PYTHON = "/usr/bin/python3"
+#: Each unit's JSON manifest on its host (what it is, where its files are): read by
+#: vllm_units_info for status, prune and teardown instead of parsing the unit's comments.
+UNIT_MANIFEST_DIR = "/var/lib/vllm-fleet/units"
+UNIT_MANIFEST_SCHEMA = "vllm_fleet.unit/v1"
 
 
 class PlacementError(InventoryError):
@@ -175,6 +179,10 @@ class Process:
     @property
     def unit_file(self) -> str:
         return f"{self.unit}.service"
+
+    @property
+    def manifest_file(self) -> str:
+        return f"{UNIT_MANIFEST_DIR}/{self.unit_file}.json"
 
 
 @dataclass

@@ -36,6 +36,7 @@ def process_to_dict(proc: Process) -> dict[str, Any]:
         "secret_env_keys": sorted(proc.secret_env),
         "env_file": proc.env_file,
         "secret_file": proc.secret_file or None,
+        "manifest": proc.manifest_file,
         "compile_cache": proc.compile_cache or None,
         "ports": [{"port": p.number, "purpose": p.purpose} for p in proc.ports],
         "gpus": list(proc.gpus),
@@ -82,7 +83,7 @@ def rollout_batches(plan: DeploymentPlan) -> list[dict[str, Any]]:
         out: dict[str, set[str]] = {}
         for proc in procs:
             paths = out.setdefault(proc.host, set())
-            paths.update({f"{plan.spec.unit_dir}/{proc.unit_file}", proc.env_file})
+            paths.update({f"{plan.spec.unit_dir}/{proc.unit_file}", proc.env_file, proc.manifest_file})
             if proc.secret_file:
                 paths.add(proc.secret_file)
         if with_configs:

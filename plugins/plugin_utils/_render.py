@@ -33,7 +33,12 @@ from typing import Any, Iterable, Mapping, Optional
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils import _monitoring
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils import _unitfile as U
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._argv_tools import find_placeholders
-from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._plan_model import DeploymentPlan, FleetPlan, Process
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._plan_model import (
+    UNIT_MANIFEST_SCHEMA,
+    DeploymentPlan,
+    FleetPlan,
+    Process,
+)
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._plan_view import plan_to_dict
 
 __all__ = [
@@ -43,6 +48,7 @@ __all__ = [
     "render",
     "render_env_file",
     "render_secret_file",
+    "render_unit_manifest",
     "render_plan_json",
     "render_plan_md",
     "render_unit",
@@ -158,6 +164,29 @@ def render_secret_file(proc: Process, plan: Optional[DeploymentPlan] = None) -> 
          for key in sorted(proc.secret_env)], secret=True)
 
 
+def render_unit_manifest(plan: DeploymentPlan, proc: Process) -> str:
+    """The unit's JSON manifest: what status, prune and teardown need to know about it on its host."""
+    return _json({
+        "schema": UNIT_MANIFEST_SCHEMA,
+        "managed_by": "vllm_fleet.recipes",
+        "unit": proc.unit_file,
+        "path": f"{plan.spec.unit_dir}/{proc.unit_file}",
+        "deployment": plan.name,
+        "recipe": plan.spec.recipe,
+        "deploy_type": plan.deploy_type,
+        "process": _describe(proc),
+        "kind": proc.kind,
+        "role": proc.role,
+        "rank": proc.rank,
+        "host": proc.host,
+        "env_file": proc.env_file,
+        "secret_file": proc.secret_file or None,
+        "container": proc.unit if proc.runtime == "docker" else None,
+        "image": proc.image,
+        "restart_group": proc.restart_group,
+    })
+
+
 def _json(value: Any) -> str:
     return json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
 
@@ -176,6 +205,7 @@ def install_manifest(fleet: FleetPlan) -> dict[str, list[dict[str, str]]]:
             files.append({"src": f"{base}/{proc.unit_file}",
                           "dest": f"{plan.spec.unit_dir}/{proc.unit_file}", "mode": "0644"})
             files.append({"src": f"{base}/{proc.unit}.env", "dest": proc.env_file, "mode": "0600"})
+            files.append({"src": f"{base}/{proc.unit_file}.json", "dest": proc.manifest_file, "mode": "0644"})
             if proc.secret_file:
                 files.append({"src": f"{base}/{proc.unit}.secret.env", "dest": proc.secret_file, "mode": "0600"})
         for cfg in plan.config_files:
@@ -290,6 +320,7 @@ def render(fleet: FleetPlan, alerts: Optional[Mapping[str, Any]] = None) -> dict
             base = _base(plan, proc.host)
             files[f"{base}/{proc.unit_file}"] = render_unit(plan, proc)
             files[f"{base}/{proc.unit}.env"] = render_env_file(plan, proc)
+            files[f"{base}/{proc.unit_file}.json"] = render_unit_manifest(plan, proc)
             if proc.secret_file:
                 files[f"{base}/{proc.unit}.secret.env"] = render_secret_file(proc, plan)
             if proc.runtime == "docker":

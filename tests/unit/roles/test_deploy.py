@@ -135,11 +135,50 @@ def test_units_info_collects_a_unit_dir(tmp_path):
         if rel.endswith(".service"):
             (tmp_path / Path(rel).name).write_text(text.replace("/etc/vllm-fleet/glm-pd/vllm-glm-pd-router.env", str(env)))
     (tmp_path / "other.service").write_text("[Service]\nExecStart=/bin/true\n")
-    units = U.collect([str(tmp_path)], set())
+    units = U.collect([str(tmp_path)], set(), str(tmp_path / "no-manifests"))
     assert [u["unit"] for u in units] == sorted(Path(r).name for r in files if r.endswith(".service"))
     router = [u for u in units if u["kind"] == "router"][0]
     assert router["env_file_mode"] == "0640"
-    assert [u["unit"] for u in U.collect([str(tmp_path)], {"elsewhere"})] == []
+    assert [u["manifest"] for u in units] == [None] * len(units)
+    assert [u["unit"] for u in U.collect([str(tmp_path)], {"elsewhere"}, str(tmp_path))] == []
+
+
+@pytest.mark.parametrize("example", ["single_node_tp", "multi_node_tp_pp", "pd_cluster"])
+def test_units_info_reads_the_manifests_as_the_headers_say(example, tmp_path):
+    """Every rendered unit has a manifest in the plan's files; read back, it says what the
+    unit's header says (the fallback for units rendered before manifests)."""
+    files = R.render(example_fleet(example))
+    plan = json.loads(files["plan.json"])
+    units_dir, manifest_dir = tmp_path / "units", tmp_path / "manifests"
+    units_dir.mkdir()
+    manifest_dir.mkdir()
+    for host in plan["hosts"].values():
+        for entry in host["files"]:
+            if entry["dest"].endswith(".service.json"):
+                (manifest_dir / Path(entry["dest"]).name).write_text(files[entry["src"]])
+            elif entry["dest"].endswith(".service"):
+                (units_dir / Path(entry["dest"]).name).write_text(files[entry["src"]])
+    from_manifests = U.collect([str(units_dir)], set(), str(manifest_dir))
+    from_headers = U.collect([str(units_dir)], set(), str(tmp_path / "none"))
+    assert len(from_manifests) == sum(len(d["processes"]) for d in plan["deployments"].values())
+    for read, parsed in zip(from_manifests, from_headers):
+        assert read["manifest"] == str(manifest_dir / (read["unit"] + ".json"))
+        assert {k: v for k, v in read.items() if k != "manifest"} == {k: v for k, v in parsed.items() if k != "manifest"}
+
+
+@pytest.mark.parametrize("manifest", [
+    "not json", "[]", '{"schema": "vllm_fleet.unit/v1", "unit": "other.service", "deployment": "x"}',
+    '{"schema": "vllm_fleet.unit/v0", "unit": "vllm-glm-pd-router.service", "deployment": "x"}',
+])
+def test_units_info_falls_back_to_the_header_for_a_manifest_not_of_this_unit(manifest, tmp_path):
+    files = R.render(example_fleet("pd_cluster"))
+    rel = next(r for r in files if r.endswith("vllm-glm-pd-router.service"))
+    (tmp_path / "vllm-glm-pd-router.service").write_text(files[rel])
+    (tmp_path / "vllm-glm-pd-router.service.json").write_text(manifest)
+    [info] = U.collect([str(tmp_path)], set(), str(tmp_path))
+    assert info["manifest"] is None
+    assert info["deployment"] == "glm-pd"
+    assert info["kind"] == "router"
 
 
 def test_units_info_parses_systemctl_show():

@@ -76,3 +76,14 @@ def test_changed_groups_from_units_inactive_images_and_forced():
     assert H.changed_groups(procs, [], H.inactive_units(procs, info)) == ["pd"]
     assert H.changed_groups(procs, [], changed_images=["img:v1"]) == ["pd"]
     assert H.changed_groups(procs, [], force_groups=["pd-router"]) == ["pd-router"]
+
+
+def test_a_unit_manifest_goes_with_its_unit_and_restarts_nothing():
+    manifest = "/var/lib/vllm-fleet/units/vllm-pd-prefill-0.service.json"
+    prefill = {**PREFILL, "manifest": manifest}
+    files = FILES + [{"src": "a/prefill.service.json", "dest": manifest, "mode": "0644"}]
+    assert H.file_kind(manifest) == "manifest"
+    assert manifest in [f["dest"] for f in H.select_files(files, [prefill], [])]
+    assert manifest not in [f["dest"] for f in H.select_files(files, [ROUTER], [])]
+    assert "/var/lib/vllm-fleet/units" in H.directories(files)
+    assert H.changed_units([prefill, ROUTER], [manifest]) == []

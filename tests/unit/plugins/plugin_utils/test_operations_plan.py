@@ -62,10 +62,12 @@ def test_replicas_roll_one_at_a_time_drained_from_the_router():
     assert probe["completions_url"] == "http://10.9.0.1:8000/v1/completions"
     assert probe["model"] == "zai-org/GLM-5.3-Flash"
     assert batches[2]["drain"] is None and batches[2]["probes"] == []
-    # what a failed batch's rollback restores: the replica's unit and env file on its host only
-    assert first["files"] == {"e0": ["/etc/systemd/system/vllm-g-r0.service", "/etc/vllm-fleet/g/vllm-g-r0.env"]}
+    # what a failed batch's rollback restores: the replica's unit, env file and manifest on its host only
+    assert first["files"] == {"e0": ["/etc/systemd/system/vllm-g-r0.service", "/etc/vllm-fleet/g/vllm-g-r0.env",
+                                     "/var/lib/vllm-fleet/units/vllm-g-r0.service.json"]}
     assert batches[2]["files"] == {"lb": ["/etc/systemd/system/vllm-g-router.service",
-                                          "/etc/vllm-fleet/g/router.json", "/etc/vllm-fleet/g/vllm-g-router.env"]}
+                                          "/etc/vllm-fleet/g/router.json", "/etc/vllm-fleet/g/vllm-g-router.env",
+                                          "/var/lib/vllm-fleet/units/vllm-g-router.service.json"]}
 
 
 def test_multi_node_group_rolls_as_one_batch_and_gets_a_watchdog_per_rank():
