@@ -15,12 +15,11 @@ import re
 from typing import Any, Mapping, Optional, Sequence
 
 from ansible.module_utils.common.text.formatters import bytes_to_human
-from jinja2 import Environment
-from jinja2.filters import do_truncate
 
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._host_view import unique
 
-_JINJA = Environment()
+#: Jinja's truncate filter: texts up to this much longer than the length are kept whole.
+TRUNCATE_LEEWAY = 5
 _DIGITS = re.compile(r"^[0-9]+$")
 _DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
 _ARCHIVE_PATH = re.compile(r"^/[^\x00-\x1f]*$")
@@ -30,9 +29,14 @@ _DURATION = re.compile(r"^[1-9][0-9]*(ms|s|m|h|d)$")
 _RULES_FILE = re.compile(r"^/.*\.ya?ml$")
 
 
-def truncate(text: str, length: int) -> str:
-    """Jinja's ``truncate`` filter (word boundary, ``...``, the default leeway)."""
-    return do_truncate(_JINJA, text, length)
+def truncate(text: str, length: int, end: str = "...") -> str:
+    """Jinja's ``truncate`` filter with its defaults (the roles' messages used it): cut at a word boundary.
+
+    Jinja is not imported here: it is ansible-core's dependency, not one this collection declares.
+    """
+    if len(text) <= length + TRUNCATE_LEEWAY:
+        return text
+    return text[:length - len(end)].rsplit(" ", 1)[0] + end
 
 
 def matches(pattern: re.Pattern, value: Any) -> bool:

@@ -7,6 +7,8 @@ assert tasks, which users and docs quote).
 from __future__ import annotations
 
 import pytest
+from jinja2 import Environment
+from jinja2.filters import do_truncate
 
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils import _preflight_checks as C
 
@@ -39,6 +41,14 @@ def test_archive_paths(path, ok):
     assert errors == ([] if ok else [
         f"vllm_image_archives['vllm/vllm-openai:v1']: got {path}; expected the absolute path of a docker save "
         "archive on each host that runs vllm/vllm-openai:v1"])
+
+
+@pytest.mark.parametrize("text, length", [
+    ("short", 80), ("x" * 85, 80), ("x" * 86, 80), ("word " * 40, 80), ("a" * 300, 200), ("one two", 3),
+    ("Cannot connect to the Docker daemon at unix:///var/run/docker.sock. Is the docker daemon running? " * 3, 200),
+])
+def test_truncate_is_jinjas(text, length):
+    assert C.truncate(text, length) == do_truncate(Environment(), text, length)
 
 
 def test_long_values_are_truncated_like_jinja():
