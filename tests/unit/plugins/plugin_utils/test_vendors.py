@@ -31,7 +31,6 @@ from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._vendors import
 REPO = Path(__file__).resolve().parents[4]
 SHARED = Path(os.environ.get("VLLM_FLEET_SHARED_DIR") or REPO.parent / "shared")
 UPSTREAM_TAXONOMY = SHARED / "upstream" / "recipes" / "taxonomy.yaml"
-PREFLIGHT_COUNT = REPO / "roles" / "preflight" / "tasks" / "accelerators.yml"
 
 #: Our vendor, and the recipes site's, of each catalog generation.
 BY_GENERATION = {
@@ -145,12 +144,3 @@ def test_nightly_images():
         profile = CATALOG[hardware_id]
         site = BY_GENERATION[profile["generation"]][1]
         assert docker_meta(nightly, {}, profile, hardware_id)["image"] == VENDORS[site].upstream_nightly_image
-
-
-def test_preflight_role_counts_with_the_table_commands():
-    """roles/preflight still carries its own copy; the table must say the same until it reads the table."""
-    role = " ".join(PREFLIGHT_COUNT.read_text(encoding="utf-8").split())
-    for key, vendor in VENDORS.items():
-        if vendor.count_command is not None:
-            assert f"{key}) {' '.join(vendor.count_command.split())} ;;" in role, key
-            assert vendor.count_tool in role, key

@@ -1,0 +1,106 @@
+# Copyright: (c) 2026, vllm_fleet maintainers
+# Apache License 2.0 (see LICENSE)
+"""Controller-side action: this host's weights view and the deploy roles' preflight checks.
+
+The checks live in plugin_utils (_preflight, _preflight_checks, _host_view); the host is read
+once, by the vllm_host_probe module. Documentation: ``plugins/modules/vllm_preflight.py``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from ansible.errors import AnsibleActionFail
+from ansible.module_utils.common.text.converters import to_text
+from ansible.plugins.action import ActionBase
+
+from ansible_collections.vllm_fleet.recipes.plugins.action.vllm_plan import _plain
+
+try:
+    from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._host_view import weights_view, with_presence
+    from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._preflight import (
+        CHECK_GROUPS,
+        Inputs,
+        evaluate,
+        needs_view,
+        probe_request,
+    )
+    IMPORT_ERROR = None
+except ImportError as exc:  # pragma: no cover - surfaced as a task failure
+    IMPORT_ERROR = exc
+
+PROBE_MODULE = "vllm_fleet.recipes.vllm_host_probe"
+VALID_ARGS = frozenset(("checks", "inputs"))
+
+
+def parse_args(args: Mapping) -> tuple[list[str], dict]:
+    """``checks`` and ``inputs`` of the task, refused with the accepted values when they do not fit."""
+    unknown = sorted(set(args) - VALID_ARGS)
+    if unknown:
+        raise AnsibleActionFail(f"vllm_preflight: unsupported option(s) {', '.join(unknown)}; "
+                                f"supported: {', '.join(sorted(VALID_ARGS))}")
+    checks = args.get("checks", [])
+    if not isinstance(checks, (list, tuple)) or not all(isinstance(c, str) for c in checks):
+        raise AnsibleActionFail(f"vllm_preflight: checks: got {checks!r}; expected a list of {', '.join(CHECK_GROUPS)}")
+    wrong = [c for c in checks if c not in CHECK_GROUPS]
+    if wrong:
+        raise AnsibleActionFail(f"vllm_preflight: checks: got {', '.join(wrong)}; expected any of "
+                                f"{', '.join(CHECK_GROUPS)} ([] computes only vllm_fleet_weights)")
+    inputs = args.get("inputs")
+    if not isinstance(inputs, Mapping):
+        raise AnsibleActionFail(f"vllm_preflight: inputs: got {type(inputs).__name__}; expected a mapping of role "
+                                "variables (vllm_fleet_host, vllm_fleet_deployments ...)")
+    unknown = sorted(set(inputs) - set(Inputs.names()))
+    if unknown:
+        raise AnsibleActionFail(f"vllm_preflight: inputs: unsupported key(s) {', '.join(unknown)}; "
+                                f"supported: {', '.join(Inputs.names())}")
+    for required in ("vllm_fleet_host", "vllm_fleet_deployments"):
+        if not isinstance(inputs.get(required), Mapping):
+            raise AnsibleActionFail(f"vllm_preflight: inputs.{required}: got {type(inputs.get(required)).__name__}; "
+                                    "expected a mapping (the fleet plan's)")
+    return [to_text(c) for c in checks], _plain(dict(inputs))
+
+
+class ActionModule(ActionBase):
+    """Compute this host's weights view, probe the host once, run the checks."""
+
+    TRANSFERS_FILES = False
+    _VALID_ARGS = VALID_ARGS
+
+    def run(self, tmp=None, task_vars=None):
+        result = super().run(tmp, task_vars)
+        del tmp
+        task_vars = task_vars or {}
+        if IMPORT_ERROR is not None:
+            raise AnsibleActionFail(f"vllm_preflight cannot import the collection's plugin_utils: {IMPORT_ERROR}")
+        checks, raw = parse_args(self._task.args)
+        inputs = Inputs(**raw)
+        host = to_text(task_vars.get("inventory_hostname", ""))
+        computed = needs_view(checks) and inputs.vllm_fleet_weights is None
+        if inputs.vllm_fleet_weights is not None:
+            view = [dict(entry) for entry in inputs.vllm_fleet_weights]
+        elif needs_view(checks):
+            view = weights_view(inputs.processes, inputs.vllm_fleet_deployments,
+                                inputs.vllm_weights_repos, inputs.vllm_weights_origin)
+        else:
+            view = []
+        request = probe_request(inputs, checks, view, host)
+        facts = {}
+        if request:
+            probed = self._execute_module(module_name=PROBE_MODULE, module_args={"request": request},
+                                          task_vars=task_vars)
+            if probed.get("failed"):
+                result.update(failed=True, msg=f"vllm_preflight: {PROBE_MODULE} failed: {probed.get('msg', '')}")
+                return result
+            facts = probed.get("facts") or {}
+        if computed:
+            present = {name: entry["present"] for name, entry in (facts.get("weights") or {}).items()}
+            view = with_presence(view, present)
+            result["ansible_facts"] = {"vllm_fleet_weights": view}
+        found = evaluate(inputs, checks, view, facts, host)
+        result["changed"] = False
+        if found.warnings:
+            result["warnings"] = found.warnings
+        if found.errors:
+            result.update(failed=True, msg="\n".join(found.errors))
+        return result

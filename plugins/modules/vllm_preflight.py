@@ -1,0 +1,99 @@
+#!/usr/bin/python
+# Copyright: (c) 2026, vllm_fleet maintainers
+# Apache License 2.0 (see LICENSE)
+"""Documentation stub: vllm_preflight is an action plugin (plugins/action/vllm_preflight.py)."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: vllm_preflight
+short_description: Check a host against its share of the fleet plan before anything changes
+description:
+  - Computes this host's weights view (C(vllm_fleet_weights)) on the controller, reads the host once with
+    M(vllm_fleet.recipes.vllm_host_probe) (only when a check needs something from it) and runs the
+    deploy roles' preflight checks over the answer.
+  - Fails with every failed check's message, one per line; each names the variable or the host resource,
+    the value found and what would be accepted. Warnings (weights of unknown size, unpinned revisions)
+    are returned as task warnings.
+  - Changes nothing (C(changed) is always false).
+version_added: 0.1.0
+author:
+  - vllm_fleet maintainers (@vllm-fleet)
+options:
+  checks:
+    description:
+      - The groups of checks to run, as the roles split them. C(host) (role preflight - docker and its
+        runtimes, the units' devices and mount sources, CDI specs, accelerator count, CPU flags and memory,
+        free disk for weights and images, the fabric interface), C(image), C(weights), C(fabric),
+        C(engine), C(router), C(monitoring).
+      - An empty list computes only this host's weights view.
+    type: list
+    elements: str
+    choices: [host, image, weights, fabric, engine, router, monitoring]
+    default: []
+  inputs:
+    description:
+      - The role variables the checks read, under their own names. C(vllm_fleet_host) (this host's share of
+        the plan) and C(vllm_fleet_deployments) (the plan's deployments) are required; the others default
+        to the roles' defaults.
+      - C(vllm_fleet_weights), when set (not null), is used as this host's weights view instead of computing it.
+      - Other keys are refused.
+    type: dict
+    required: true
+attributes:
+  check_mode:
+    support: full
+    description: The host is only read; runs the same in check mode.
+  diff_mode:
+    support: none
+    description: Changes nothing, so there is no diff.
+  action:
+    support: full
+    description: Runs on the controller; it reads the host through M(vllm_fleet.recipes.vllm_host_probe).
+notes:
+  - The weights view is returned as a fact; it is visible as C(vllm_fleet_weights) with Ansible's default
+    C(inject_facts_as_vars=true).
+seealso:
+  - module: vllm_fleet.recipes.vllm_host_probe
+  - module: vllm_fleet.recipes.vllm_plan
+"""
+
+EXAMPLES = r"""
+- name: Check the router inputs
+  vllm_fleet.recipes.vllm_preflight:
+    checks: [router]
+    inputs:
+      vllm_fleet_host: "{{ vllm_fleet_host }}"
+      vllm_fleet_deployments: "{{ vllm_fleet_plan.plan.deployments }}"
+      vllm_router_package: "{{ vllm_router_package }}"
+
+- name: Work out each deployment's weights on this host
+  vllm_fleet.recipes.vllm_preflight:
+    checks: []
+    inputs:
+      vllm_fleet_host: "{{ vllm_fleet_host }}"
+      vllm_fleet_deployments: "{{ vllm_fleet_plan.plan.deployments }}"
+"""
+
+RETURN = r"""
+ansible_facts:
+  description: C(vllm_fleet_weights), when this task computed the weights view (C(checks) empty or with
+    C(host) or C(weights), and no C(inputs.vllm_fleet_weights)).
+  returned: when computed
+  type: dict
+  contains:
+    vllm_fleet_weights:
+      description:
+        - One entry per deployment this host serves whose weights are fetched before start
+          (weights.mode download, import or shared_fs), sorted by name.
+        - Keys C(name), C(repo), C(revision), C(pinned), C(mode), C(source), C(endpoint), C(hosts), C(origin),
+          C(cache), C(repo_dir), C(marker), C(status), C(env_file), C(argv_has_revision), C(present).
+      type: list
+      elements: dict
+msg:
+  description: The failed checks' messages, one per line.
+  returned: failure
+  type: str
+  sample: "vllm_router_package: got 'vllm-router'; expected a pinned pip requirement such as 'vllm-router==0.1.17' ..."
+"""
