@@ -24,7 +24,7 @@ author:
 options:
   specs:
     description:
-      - The files, written root-owned. Contents may hold secrets; the option is no_log.
+      - The files, written root-owned.
     type: list
     elements: dict
     default: []
@@ -34,7 +34,9 @@ options:
         type: str
         required: true
       content:
-        description: The text of the file (written as UTF-8).
+        description:
+          - The text of the file (written as UTF-8). It may hold secrets, so the option is no_log;
+            the module's diffs get their text back from the action plugin of the same name.
         type: str
         required: true
       mode:
@@ -229,7 +231,8 @@ def apply_files(module, specs, dirs):
 def main():
     module = AnsibleModule(
         argument_spec={
-            "specs": {"type": "list", "elements": "dict", "default": [], "no_log": True, "options": {
+            # Only the contents are secret: the destinations and modes come back in files and diffs.
+            "specs": {"type": "list", "elements": "dict", "default": [], "options": {
                 "dest": {"type": "str", "required": True},
                 "content": {"type": "str", "required": True, "no_log": True},
                 "mode": {"type": "str", "required": True},

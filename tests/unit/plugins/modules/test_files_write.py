@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+import yaml
 
+from ansible_collections.vllm_fleet.recipes.plugins.module_utils._file_diffs import with_after
 from ansible_collections.vllm_fleet.recipes.plugins.modules import vllm_files_write as W
 
 
@@ -90,3 +96,35 @@ def test_a_spec_without_diff_or_validate_is_diffed_and_not_validated(tmp_path):
 def test_malformed_dirs_are_refused(item):
     with pytest.raises(ValueError, match="dirs"):
         W.dir_specs([item], "0755")
+
+
+def test_the_action_puts_the_new_text_back_into_the_diffs_the_module_masked():
+    specs = [{"dest": "/a.env", "content": "A=1\n", "mode": "0600"},
+             {"dest": "/b.secret.env", "content": "KEY=s3cret\n", "mode": "0600", "diff": False}]
+    masked = [{"before_header": "/a.env", "after_header": "/a.env", "before": "A=0\n",
+               "after": "VALUE_SPECIFIED_IN_NO_LOG_PARAMETER"}]
+    assert with_after(masked, specs) == [dict(masked[0], after="A=1\n")]
+    # a diff of a secret file never gets its text, even if the module returned one
+    assert with_after([dict(masked[0], before_header="/b.secret.env", after_header="/b.secret.env")], specs) == []
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="writes root-owned files")
+def test_a_task_returns_the_changed_paths_and_readable_diffs_but_no_secret(tmp_path):
+    """Through ansible-playbook: only the contents are no_log (a masked path broke the restart logic)."""
+    repo = Path(__file__).resolve().parents[4]
+    result_file = tmp_path / "result.json"
+    specs = [{"dest": str(tmp_path / "conf" / "a.env"), "content": "A=1\n", "mode": "0644"},
+             {"dest": str(tmp_path / "conf" / "s.env"), "content": "KEY=s3cret\n", "mode": "0600", "diff": False}]
+    play = [{"hosts": "localhost", "connection": "local", "gather_facts": False, "tasks": [
+        {"vllm_fleet.recipes.vllm_files_write": {"dirs": [str(tmp_path / "conf")], "specs": specs}, "register": "r"},
+        {"ansible.builtin.copy": {"content": "{{ r | to_json }}", "dest": str(result_file), "mode": "0600"}}]}]
+    (tmp_path / "play.yml").write_text(yaml.safe_dump(play))
+    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(repo / ".collections"), ANSIBLE_NOCOLOR="1")
+    run = subprocess.run([str(Path(sys.executable).parent / "ansible-playbook"), "-i", "localhost,", "--diff", "-v",
+                          str(tmp_path / "play.yml"), "-e", "ansible_python_interpreter=" + sys.executable],
+                         capture_output=True, text=True, env=env, check=False)
+    assert run.returncode == 0, run.stdout + run.stderr
+    result = json.loads(result_file.read_text())
+    assert result["files"] == [s["dest"] for s in specs] and result["dirs"] == [str(tmp_path / "conf")]
+    assert [(d["after_header"], d["after"]) for d in result["diff"]] == [(specs[0]["dest"], "A=1\n")]
+    assert "+A=1" in run.stdout and "s3cret" not in run.stdout + run.stderr + result_file.read_text()
