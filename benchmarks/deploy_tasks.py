@@ -12,7 +12,7 @@ a line per run and the median wall time.
 Against the molecule scenario pd_cluster (after ``make molecule SCENARIO=pd_cluster
 MOLECULE_CMD=converge``), with molecule's ansible.cfg and inventory:
 
-    E=$(ls -d ~/.ansible/tmp/molecule.*.pd_cluster | head -n 1)
+    E=$(ls -td ~/.ansible/tmp/molecule.*.pd_cluster | head -n 1)
     ANSIBLE_CONFIG=$E/ansible.cfg ANSIBLE_PIPELINING=True \\
         .venv/bin/python benchmarks/deploy_tasks.py -i $E/inventory --repeat 3 --log /tmp/deploy.log
 
