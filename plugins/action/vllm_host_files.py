@@ -17,6 +17,7 @@ from typing import Any
 from ansible.errors import AnsibleActionFail
 from ansible.module_utils.common.text.converters import to_text
 from ansible.plugins.action import ActionBase
+from ansible_collections.vllm_fleet.recipes.plugins.module_utils._file_diffs import with_after
 
 try:
     from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils import _host_files as H
@@ -89,5 +90,5 @@ class ActionModule(ActionBase):
         result.update(changed=bool(written.get("changed")), files=written.get("files", []),
                       dirs=written.get("dirs", []), units=units, groups=groups, processes=procs)
         if "diff" in written:
-            result["diff"] = written["diff"]
+            result["diff"] = with_after(written["diff"], step["specs"])
         return result

@@ -21,7 +21,7 @@ try:
     from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._catalog import load_catalog
     from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._errors import RecipeError
     from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._placement import build_plan, engine_factory
-    from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._plan_view import plan_to_dict
+    from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._plan_view import plan_to_dict, probe_headers
     from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._render import (
         file_mode,
         install_manifest,
@@ -147,6 +147,7 @@ class ActionModule(ActionBase):
         if args.get("return_content"):
             # Env files may hold secrets: callers register this with no_log (deploy roles do).
             result["contents"] = dict(sorted(files.items()))
+            result["probe_headers"] = probe_headers(fleet)
         dest = args.get("dest")
         if not dest:
             return result

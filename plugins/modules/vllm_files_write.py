@@ -12,8 +12,9 @@ short_description: Write root-owned files with their modes in one call, validati
 description:
   - The host side of the M(vllm_fleet.recipes.vllm_host_files) action, which builds O(specs) from
     the fleet plan; usable on its own.
-  - Creates each directory of O(dirs) (C(0755), root), then writes each file of O(specs) whose
-    content, mode or owner differ, atomically (a temporary file in the same directory, renamed).
+  - Creates each directory of O(dirs) (root-owned, with its mode, O(dir_mode) by default; like
+    M(ansible.builtin.file), missing parents get the same mode), then writes each file of O(specs)
+    whose content, mode or owner differ, atomically (a temporary file in the same directory, renamed).
   - A file with a C(validate) command is checked first, on a private copy named as the file
     (C(%s) is that copy's path). Every changed file is validated before any is written, so a
     refusal fails the task and writes nothing.
@@ -23,18 +24,47 @@ author:
 options:
   specs:
     description:
-      - The files. Each has C(dest) (absolute path), C(content) (text), C(mode) (octal string),
-        C(diff) (bool; false hides its diff, for files with secrets) and C(validate) (command, or empty).
-      - Contents may hold secrets; the option is no_log.
+      - The files, written root-owned.
     type: list
     elements: dict
-    required: true
+    default: []
+    suboptions:
+      dest:
+        description: Absolute path of the file.
+        type: str
+        required: true
+      content:
+        description:
+          - The text of the file (written as UTF-8). It may hold secrets, so the option is no_log;
+            the module's diffs get their text back from the action plugin of the same name.
+        type: str
+        required: true
+      mode:
+        description: Octal mode, for example C("0600").
+        type: str
+        required: true
+      diff:
+        description: Show a diff of the file in diff mode; false hides it (files with secrets).
+        type: bool
+        default: true
+      validate:
+        description:
+          - Command that checks the new content before it replaces anything (C(%s) is the path of a
+            private copy named as the file); empty for none.
+        type: str
+        default: ""
   dirs:
     description:
-      - Directories to create first.
+      - Directories to create (or fix) first, root-owned. Each item is a path, which gets
+        O(dir_mode), or a dict C({path, mode}).
     type: list
-    elements: str
+    elements: raw
     default: []
+  dir_mode:
+    description:
+      - Octal mode of the directories of O(dirs) given without their own C(mode).
+    type: str
+    default: "0755"
 attributes:
   check_mode:
     support: full
@@ -58,12 +88,22 @@ EXAMPLES = r"""
   vllm_fleet.recipes.vllm_files_write:
     dirs: [/etc/vllm-fleet/demo]
     specs:
-      - {dest: /etc/vllm-fleet/demo/engine.env, content: "A=1\n", mode: "0600", diff: true, validate: ""}
+      - {dest: /etc/vllm-fleet/demo/engine.env, content: "A=1\n", mode: "0600", diff: false}
       - dest: /etc/systemd/system/vllm-demo.service
         content: "{{ lookup('file', 'vllm-demo.service') }}"
         mode: "0644"
-        diff: true
         validate: systemd-analyze verify %s
+
+- name: Create private cache directories (0700) next to a 0755 one, and install a script
+  vllm_fleet.recipes.vllm_files_write:
+    dir_mode: "0700"
+    dirs:
+      - /var/cache/vllm-fleet/demo
+      - {path: /usr/local/libexec/vllm-fleet, mode: "0755"}
+    specs:
+      - dest: /usr/local/libexec/vllm-fleet/vllm-group-watchdog
+        content: "{{ lookup('file', 'vllm-group-watchdog', rstrip=false) }}"
+        mode: "0755"
 """
 
 RETURN = r"""
@@ -115,41 +155,71 @@ def _run_validate(command, data, name):
         shutil.rmtree(workdir, ignore_errors=True)
 
 
-def _ensure_dir(path, check):
+def _ensure_dir(path, mode, check):
+    """Create path (and its missing parents, as ansible.builtin.file does) root-owned with mode,
+    or fix an existing one's mode and owner; True when something changed (or would)."""
     if os.path.isdir(path):
         stat = os.stat(path)
-        if stat.st_mode & 0o7777 == 0o755 and (stat.st_uid, stat.st_gid) == (0, 0):
+        if stat.st_mode & 0o7777 == mode and (stat.st_uid, stat.st_gid) == (0, 0):
             return False
+        if not check:
+            os.chmod(path, mode)
+            os.chown(path, 0, 0)
+        return True
     if not check:
-        os.makedirs(path, exist_ok=True)
-        os.chmod(path, 0o755)
-        os.chown(path, 0, 0)
+        current = os.sep
+        for part in path.strip(os.sep).split(os.sep):
+            current = os.path.join(current, part)
+            if not os.path.isdir(current):
+                os.mkdir(current)
+                os.chmod(current, mode)
+                os.chown(current, 0, 0)
     return True
 
 
+def dir_specs(dirs, default_mode):
+    """(path, mode) of each O(dirs) item: a path (default_mode) or {path, mode}; ValueError when malformed."""
+    out = []
+    for item in dirs:
+        entry = item if isinstance(item, dict) else {"path": item}
+        path, mode = entry.get("path"), entry.get("mode") or default_mode
+        if not isinstance(path, str) or not os.path.isabs(path) or set(entry) - {"path", "mode"}:
+            raise ValueError(f"dirs: {item!r} is neither an absolute path nor {{path, mode}}")
+        out.append((path, _mode(mode, f"dirs: {path}")))
+    return out
+
+
+def _mode(text, where):
+    try:
+        return int(str(text), 8)
+    except ValueError:
+        raise ValueError(f"{where}: mode {text!r} is not an octal number") from None
+
+
 def apply_files(module, specs, dirs):
-    """Write what differs; returns (changed dests, changed dirs, diffs).
+    """Write what differs; dirs as dir_specs returns them. Returns (changed dests, changed dirs, diffs).
 
     Every changed unit is validated before any file is written: a refusal leaves the host as it was.
     """
     check = module.check_mode
     pending = []
     for spec in specs:
-        data, mode = spec["content"].encode("utf-8"), int(spec["mode"], 8)
+        data, mode = spec["content"].encode("utf-8"), _mode(spec["mode"], spec["dest"])
         before = _current(spec["dest"])
         if before is None or before != (data, mode, 0, 0):
             pending.append((spec, data, mode, before))
     if not check:  # check mode: what a unit calls may not be installed yet
-        for spec, data, _mode, _before in pending:
-            error = _run_validate(spec["validate"], data, os.path.basename(spec["dest"])) if spec["validate"] else ""
+        for spec, data, _file_mode, _before in pending:
+            command = spec.get("validate") or ""
+            error = _run_validate(command, data, os.path.basename(spec["dest"])) if command else ""
             if error:
                 module.fail_json(msg=f"{spec['dest']}: {spec['validate']} refused the new unit "
                                      f"(nothing was written): {error}", files=[])
-    made_dirs = [d for d in dirs if _ensure_dir(d, check)]
+    made_dirs = [path for path, mode in dirs if _ensure_dir(path, mode, check)]
     changed, diffs = [], []
     for spec, data, mode, before in pending:
         changed.append(spec["dest"])
-        if spec["diff"]:
+        if spec.get("diff", True):
             diffs.append({"before_header": spec["dest"], "after_header": spec["dest"],
                           "before": before[0].decode("utf-8", "replace") if before else "",
                           "after": spec["content"]})
@@ -161,19 +231,32 @@ def apply_files(module, specs, dirs):
 def main():
     module = AnsibleModule(
         argument_spec={
-            "specs": {"type": "list", "elements": "dict", "required": True, "no_log": True},
-            "dirs": {"type": "list", "elements": "str", "default": []},
+            # Only the contents are secret: the destinations and modes come back in files and diffs.
+            "specs": {"type": "list", "elements": "dict", "default": [], "options": {
+                "dest": {"type": "str", "required": True},
+                "content": {"type": "str", "required": True, "no_log": True},
+                "mode": {"type": "str", "required": True},
+                "diff": {"type": "bool", "default": True},
+                "validate": {"type": "str", "default": ""},
+            }},
+            "dirs": {"type": "list", "elements": "raw", "default": []},
+            "dir_mode": {"type": "str", "default": "0755"},
         },
         supports_check_mode=True,
     )
     if os.geteuid() != 0:
-        module.fail_json(msg=f"vllm_host_files writes root-owned files: run it as root (become), not as "
+        module.fail_json(msg=f"vllm_files_write writes root-owned files: run it as root (become), not as "
                              f"{pwd.getpwuid(os.geteuid()).pw_name}")
-    changed, made_dirs, diffs = apply_files(module, module.params["specs"], module.params["dirs"])
-    result = {"changed": bool(changed or made_dirs), "files": changed, "dirs": made_dirs}
-    if module._diff:  # pylint: disable=protected-access
-        result["diff"] = diffs
-    module.exit_json(**result)
+    try:
+        dirs = dir_specs(module.params["dirs"], module.params["dir_mode"])
+        changed, made_dirs, diffs = apply_files(module, module.params["specs"], dirs)
+    except ValueError as exc:
+        module.fail_json(msg=f"vllm_files_write: {exc}", files=[], dirs=[])
+    else:
+        result = {"changed": bool(changed or made_dirs), "files": changed, "dirs": made_dirs}
+        if module._diff:  # pylint: disable=protected-access
+            result["diff"] = diffs
+        module.exit_json(**result)
 
 
 if __name__ == "__main__":

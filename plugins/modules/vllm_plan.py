@@ -64,9 +64,10 @@ options:
   return_content:
     description:
       - Also return the text of every rendered file in RV(contents), for deploy roles that
-        install the files on the hosts without writing a render directory.
-      - The env files in RV(contents) hold secret values (API key, Hub token). Register the
-        result only on a task with C(no_log=true).
+        install the files on the hosts without writing a render directory, and the API key
+        headers of the upgrade's completion probes in RV(probe_headers).
+      - The env files in RV(contents) and RV(probe_headers) hold secret values (API key, Hub token).
+        Register the result only on a task with C(no_log=true).
     type: bool
     default: false
 attributes:
@@ -171,6 +172,13 @@ contents:
   returned: when O(return_content=true)
   type: dict
   sample: {"glm/node1/vllm-glm.service": "# Managed by vllm_fleet.recipes ..."}
+probe_headers:
+  description:
+    - Unit (as RV(plan) names it) to the C(Authorization) header of its deployment's API key, for
+      every process whose secret file holds one (C(VLLM_API_KEY)). Secret values.
+  returned: when O(return_content=true)
+  type: dict
+  sample: {"vllm-glm-replica-0.service": {"Authorization": "Bearer <the api_key>"}}
 summary:
   description: One line per deployment (deploy type, hosts, endpoint).
   returned: success

@@ -119,6 +119,14 @@ def rollout_batches(plan: DeploymentPlan) -> list[dict[str, Any]]:
     return batches
 
 
+def probe_headers(fleet: FleetPlan) -> dict[str, dict[str, str]]:
+    """Unit (as plan.json names it) -> the Authorization header of its API key, for the upgrade's
+    completion probes. SECRET: returned only next to the rendered files (vllm_plan return_content)."""
+    return {proc.unit_file: {"Authorization": f"Bearer {proc.secret_env['VLLM_API_KEY']}"}
+            for plan in fleet.deployments for proc in plan.processes
+            if proc.secret_file and "VLLM_API_KEY" in proc.secret_env}
+
+
 def plan_to_dict(fleet: FleetPlan) -> dict[str, Any]:
     """Machine-readable plan (no secret values; callers dump it with sort_keys)."""
     deployments: dict[str, Any] = {}

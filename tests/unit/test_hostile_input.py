@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 import readers
 from systemd_root import SYSTEMD_ANALYZE, verify_units
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils import _placement as P
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils import _plan_view as PV
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils import _render as R
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils import _unitfile as U
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._errors import RecipeError
@@ -42,13 +43,18 @@ VALUES = (st.lists(FRAGMENTS, max_size=8).map("".join)
                       st.sampled_from([4096, 33000, 70000])))
 
 
-def render_with(deployment: dict[str, Any] | None = None, host: str = "a",
-                hostvars: dict[str, Any] | None = None) -> dict[str, str]:
+def plan_with(deployment: dict[str, Any] | None = None, host: str = "a",
+              hostvars: dict[str, Any] | None = None) -> P.FleetPlan:
     decl = {"recipe": "zai-org/GLM-5.3-Flash", "hardware": "h200", "strategy": "single_node_tp",
             **(deployment or {})}
     vars_ = {"ansible_host": "10.40.0.1", "vllm_fabric_interface": "ens5", "vllm_deployment": decl,
              **(hostvars or {})}
-    return R.render(P.build_plan({host: vars_}, {"all": [host], "g": [host]}, ENGINE))
+    return P.build_plan({host: vars_}, {"all": [host], "g": [host]}, ENGINE)
+
+
+def render_with(deployment: dict[str, Any] | None = None, host: str = "a",
+                hostvars: dict[str, Any] | None = None) -> dict[str, str]:
+    return R.render(plan_with(deployment, host, hostvars))
 
 
 ENGINE = P.engine_factory()
@@ -117,6 +123,17 @@ def test_api_key(value):
         assert not any(value in text for path, text in files.items() if not path.endswith(".secret.env"))
 
     refused_or(value, "vllm_deployment.api_key", lambda: render_with({"api_key": value}), check, secret=True)
+
+
+@SETTINGS
+@given(VALUES.map(lambda v: "sk-" + v))
+def test_probe_header_sends_the_api_key_the_secret_file_holds(value):
+    try:
+        fleet = plan_with({"api_key": value})
+    except (RecipeError, ValueError):
+        return  # refused (test_api_key)
+    key = readers.shim_env_file(one(R.render(fleet), ".secret.env"))["VLLM_API_KEY"]
+    assert PV.probe_headers(fleet) == {"vllm-g.service": {"Authorization": f"Bearer {key}"}}
 
 
 @SETTINGS

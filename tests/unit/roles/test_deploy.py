@@ -87,8 +87,20 @@ def test_vllm_plan_without_return_content_has_no_file_text(tmp_path):
     ])
     assert result.returncode == 0, result.stdout + result.stderr
     data = json.loads(out.read_text())
-    assert "contents" not in data
+    assert "contents" not in data and "probe_headers" not in data
     assert data["plan"]["hosts"]["h200-a"]["files"]
+
+
+def test_vllm_plan_returns_the_probe_headers_of_the_api_key(tmp_path):
+    key, out, inventory = "sk-probe-0123456789", tmp_path / "result.json", tmp_path / "inventory.yml"
+    host = {"ansible_host": "10.40.0.1", "vllm_fabric_interface": "ens5", "vllm_deployment": {
+        "recipe": "zai-org/GLM-5.3-Flash", "hardware": "h200", "strategy": "single_node_tp", "api_key": key}}
+    inventory.write_text(yaml.safe_dump({"all": {"children": {"g": {"hosts": {"a": host}}}}}))
+    result = _run_playbook(tmp_path, inventory, [
+        {"vllm_fleet.recipes.vllm_plan": {"return_content": True}, "register": "r", "no_log": True},
+        {"ansible.builtin.copy": {"content": "{{ r | to_json }}", "dest": str(out), "mode": "0600"}, "no_log": True}])
+    assert result.returncode == 0 and key not in result.stdout + result.stderr, result.stdout + result.stderr
+    assert json.loads(out.read_text())["probe_headers"] == {"vllm-g.service": {"Authorization": f"Bearer {key}"}}
 
 
 def test_plan_json_processes_name_their_deployment():

@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+import yaml
 
+from ansible_collections.vllm_fleet.recipes.plugins.module_utils._file_diffs import with_after
 from ansible_collections.vllm_fleet.recipes.plugins.modules import vllm_files_write as W
 
 
@@ -21,16 +27,17 @@ def test_writer_writes_what_differs_and_hides_secret_diffs(tmp_path):
     specs = [{"dest": str(conf / "a.env"), "content": "A=1\n", "mode": "0600", "diff": True, "validate": ""},
              {"dest": str(conf / "b.secret.env"), "content": "KEY=s3cret\n", "mode": "0600", "diff": False,
               "validate": ""}]
-    checked, dirs, _diffs = W.apply_files(_Module(check_mode=True), specs, [str(conf)])
+    conf_dirs = W.dir_specs([str(conf)], "0755")
+    checked, dirs, _diffs = W.apply_files(_Module(check_mode=True), specs, conf_dirs)
     assert dirs == [str(conf)] and len(checked) == 2 and not conf.exists()
-    changed, dirs, diffs = W.apply_files(_Module(check_mode=False), specs, [str(conf)])
+    changed, dirs, diffs = W.apply_files(_Module(check_mode=False), specs, conf_dirs)
     assert changed == [s["dest"] for s in specs] and dirs == [str(conf)]
     assert [d["after_header"] for d in diffs] == [str(conf / "a.env")]
     assert "s3cret" not in repr(diffs)
     assert oct((conf / "b.secret.env").stat().st_mode & 0o777) == "0o600"
-    assert W.apply_files(_Module(check_mode=False), specs, [str(conf)]) == ([], [], [])
+    assert W.apply_files(_Module(check_mode=False), specs, conf_dirs) == ([], [], [])
     (conf / "a.env").chmod(0o644)
-    assert W.apply_files(_Module(check_mode=False), specs, [str(conf)])[0] == [str(conf / "a.env")]
+    assert W.apply_files(_Module(check_mode=False), specs, conf_dirs)[0] == [str(conf / "a.env")]
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="writes root-owned files")
@@ -52,5 +59,72 @@ def test_a_refused_unit_stops_every_write_of_the_call(tmp_path):
     specs = [{"dest": str(env), "content": "A=1\n", "mode": "0600", "diff": True, "validate": ""},
              {"dest": str(unit), "content": "new\n", "mode": "0644", "diff": True, "validate": "false %s"}]
     with pytest.raises(AssertionError, match="nothing was written"):
-        W.apply_files(_Module(check_mode=False), specs, [str(env.parent)])
+        W.apply_files(_Module(check_mode=False), specs, W.dir_specs([str(env.parent)], "0755"))
     assert not env.parent.exists() and unit.read_text() == "old\n"
+
+
+def _mode_of(path):
+    return oct(path.stat().st_mode & 0o7777)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="writes root-owned files")
+def test_dirs_take_their_own_mode_or_dir_mode_and_parents_get_it_too(tmp_path):
+    cache, libexec = tmp_path / "cache" / "a" / "b", tmp_path / "libexec"
+    dirs = W.dir_specs([str(cache), {"path": str(libexec), "mode": "0755"}], "0700")
+    assert dirs == [(str(cache), 0o700), (str(libexec), 0o755)]
+    assert W.apply_files(_Module(check_mode=True), [], dirs)[1] == [str(cache), str(libexec)]
+    assert not cache.exists()
+    assert W.apply_files(_Module(check_mode=False), [], dirs)[1] == [str(cache), str(libexec)]
+    assert [_mode_of(p) for p in (cache, cache.parent, cache.parent.parent, libexec)] == ["0o700"] * 3 + ["0o755"]
+    assert W.apply_files(_Module(check_mode=False), [], dirs) == ([], [], [])
+    libexec.chmod(0o775)
+    assert W.apply_files(_Module(check_mode=True), [], dirs)[1] == [str(libexec)] and _mode_of(libexec) == "0o775"
+    assert W.apply_files(_Module(check_mode=False), [], dirs)[1] == [str(libexec)] and _mode_of(libexec) == "0o755"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="writes root-owned files")
+def test_a_spec_without_diff_or_validate_is_diffed_and_not_validated(tmp_path):
+    script = tmp_path / "watchdog"
+    changed, _dirs, diffs = W.apply_files(_Module(check_mode=False),
+                                          [{"dest": str(script), "content": "#!/bin/sh\n", "mode": "0755"}], [])
+    assert changed == [str(script)] and [d["after"] for d in diffs] == ["#!/bin/sh\n"]
+    assert _mode_of(script) == "0o755"
+
+
+@pytest.mark.parametrize("item", ["relative/dir", {"path": "/x", "mode": "rwx"}, {"path": "/x", "owner": "root"},
+                                  {"mode": "0700"}, 7])
+def test_malformed_dirs_are_refused(item):
+    with pytest.raises(ValueError, match="dirs"):
+        W.dir_specs([item], "0755")
+
+
+def test_the_action_puts_the_new_text_back_into_the_diffs_the_module_masked():
+    specs = [{"dest": "/a.env", "content": "A=1\n", "mode": "0600"},
+             {"dest": "/b.secret.env", "content": "KEY=s3cret\n", "mode": "0600", "diff": False}]
+    masked = [{"before_header": "/a.env", "after_header": "/a.env", "before": "A=0\n",
+               "after": "VALUE_SPECIFIED_IN_NO_LOG_PARAMETER"}]
+    assert with_after(masked, specs) == [dict(masked[0], after="A=1\n")]
+    # a diff of a secret file never gets its text, even if the module returned one
+    assert with_after([dict(masked[0], before_header="/b.secret.env", after_header="/b.secret.env")], specs) == []
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="writes root-owned files")
+def test_a_task_returns_the_changed_paths_and_readable_diffs_but_no_secret(tmp_path):
+    """Through ansible-playbook: only the contents are no_log (a masked path broke the restart logic)."""
+    repo = Path(__file__).resolve().parents[4]
+    result_file = tmp_path / "result.json"
+    specs = [{"dest": str(tmp_path / "conf" / "a.env"), "content": "A=1\n", "mode": "0644"},
+             {"dest": str(tmp_path / "conf" / "s.env"), "content": "KEY=s3cret\n", "mode": "0600", "diff": False}]
+    play = [{"hosts": "localhost", "connection": "local", "gather_facts": False, "tasks": [
+        {"vllm_fleet.recipes.vllm_files_write": {"dirs": [str(tmp_path / "conf")], "specs": specs}, "register": "r"},
+        {"ansible.builtin.copy": {"content": "{{ r | to_json }}", "dest": str(result_file), "mode": "0600"}}]}]
+    (tmp_path / "play.yml").write_text(yaml.safe_dump(play))
+    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(repo / ".collections"), ANSIBLE_NOCOLOR="1")
+    run = subprocess.run([str(Path(sys.executable).parent / "ansible-playbook"), "-i", "localhost,", "--diff", "-v",
+                          str(tmp_path / "play.yml"), "-e", "ansible_python_interpreter=" + sys.executable],
+                         capture_output=True, text=True, env=env, check=False)
+    assert run.returncode == 0, run.stdout + run.stderr
+    result = json.loads(result_file.read_text())
+    assert result["files"] == [s["dest"] for s in specs] and result["dirs"] == [str(tmp_path / "conf")]
+    assert [(d["after_header"], d["after"]) for d in result["diff"]] == [(specs[0]["dest"], "A=1\n")]
+    assert "+A=1" in run.stdout and "s3cret" not in run.stdout + run.stderr + result_file.read_text()
