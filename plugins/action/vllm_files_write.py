@@ -10,13 +10,17 @@ true back into them (module_utils/_file_diffs.py).
 from __future__ import annotations
 
 from ansible.plugins.action import ActionBase
-from ansible_collections.vllm_fleet.recipes.plugins.module_utils._file_diffs import with_after
+from ansible_collections.vllm_fleet.recipes.plugins.module_utils._file_diffs import with_after, without_journal_entry
 
 
 class ActionModule(ActionBase):
     """vllm_files_write with readable diffs."""
 
     TRANSFERS_FILES = False
+
+    def _update_module_args(self, module_name, module_args, task_vars, *args, **kwargs):
+        super()._update_module_args(module_name, module_args, task_vars, *args, **kwargs)
+        without_journal_entry(module_args)
 
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)

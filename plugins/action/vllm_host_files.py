@@ -17,7 +17,7 @@ from typing import Any
 from ansible.errors import AnsibleActionFail
 from ansible.module_utils.common.text.converters import to_text
 from ansible.plugins.action import ActionBase
-from ansible_collections.vllm_fleet.recipes.plugins.module_utils._file_diffs import with_after
+from ansible_collections.vllm_fleet.recipes.plugins.module_utils._file_diffs import with_after, without_journal_entry
 
 try:
     from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils import _host_files as H
@@ -43,6 +43,11 @@ class ActionModule(ActionBase):
     TRANSFERS_FILES = False
     _VALID_ARGS = frozenset(("plan", "host", "kinds", "configs", "only_groups", "validate", "units_info",
                              "changed_images", "force_groups"))
+
+    def _update_module_args(self, module_name, module_args, task_vars, *args, **kwargs):
+        super()._update_module_args(module_name, module_args, task_vars, *args, **kwargs)
+        if module_name == WRITER:
+            without_journal_entry(module_args)
 
     def _step(self, args: Mapping[str, Any], task_vars: Mapping[str, Any]) -> dict:
         """The step's processes and file specs (pure selection; raises ValueError on a bad plan)."""

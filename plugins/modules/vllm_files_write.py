@@ -37,6 +37,8 @@ options:
         description:
           - The text of the file (written as UTF-8). It may hold secrets, so the option is no_log;
             the module's diffs get their text back from the action plugin of the same name.
+          - The action plugin also turns off the module's invocation entry in the host's journal, as
+            Ansible's masking misses a multi-line content inside the logged list.
         type: str
         required: true
       mode:

@@ -50,7 +50,9 @@ options:
     type: int
     default: 6
   headers:
-    description: HTTP headers to send (for example C(Authorization) when the health URL needs one).
+    description:
+      - HTTP headers to send (for example C(Authorization) when the health URL needs one).
+      - no_log, so an API key in them never reaches the host's journal.
     type: dict
     default: {}
 attributes:
@@ -147,7 +149,7 @@ def main() -> None:
             "interval": {"type": "int", "default": 5},
             "max_restarts": {"type": "int", "default": 1},
             "journal_lines": {"type": "int", "default": 6},
-            "headers": {"type": "dict", "default": {}},
+            "headers": {"type": "dict", "default": {}, "no_log": True},
         },
         supports_check_mode=True,
     )

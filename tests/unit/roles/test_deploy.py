@@ -18,6 +18,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import host_log
 import pytest
 import yaml
 
@@ -101,6 +102,27 @@ def test_vllm_plan_returns_the_probe_headers_of_the_api_key(tmp_path):
         {"ansible.builtin.copy": {"content": "{{ r | to_json }}", "dest": str(out), "mode": "0600"}, "no_log": True}])
     assert result.returncode == 0 and key not in result.stdout + result.stderr, result.stdout + result.stderr
     assert json.loads(out.read_text())["probe_headers"] == {"vllm-g.service": {"Authorization": f"Bearer {key}"}}
+
+
+def test_vllm_host_files_writes_the_secret_file_and_logs_no_secret_on_the_host(tmp_path):
+    """The writer's invocation stays out of the host's journal (CI of 2026-12-05 found the API key
+    there: Ansible's masking misses a multi-line no_log content inside a list)."""
+    key, out, inventory = "sk-journal-0123456789", tmp_path / "files.json", tmp_path / "inventory.yml"
+    host = {"ansible_host": "10.40.0.1", "vllm_fabric_interface": "ens5", "vllm_deployment": {
+        "recipe": "zai-org/GLM-5.3-Flash", "hardware": "h200", "strategy": "single_node_tp", "api_key": key}}
+    inventory.write_text(yaml.safe_dump({"all": {"children": {"g": {"hosts": {"a": host}}}}}))
+    log_env, log = host_log.capture_env(tmp_path)
+    argv, env = _playbook_command(tmp_path, inventory, [
+        {"vllm_fleet.recipes.vllm_plan": {"return_content": True}, "register": "r", "no_log": True},
+        {"vllm_fleet.recipes.vllm_host_files": {"plan": "{{ r }}", "host": "a", "kinds": ["engine"], "validate": ""},
+         "check_mode": True, "register": "h"},
+        {"ansible.builtin.copy": {"content": "{{ h.files | to_json }}", "dest": str(out), "mode": "0600"}},
+        {"ansible.builtin.command": {"argv": ["true", "log-capture-marker"]}, "changed_when": False}])
+    result = subprocess.run(argv, capture_output=True, text=True, env=dict(env, **log_env), check=False, cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "/etc/vllm-fleet/g/vllm-g.secret.env" in json.loads(out.read_text())
+    logged = host_log.read(log)
+    assert "log-capture-marker" in logged and key not in logged
 
 
 def test_plan_json_processes_name_their_deployment():

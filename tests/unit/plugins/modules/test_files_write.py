@@ -8,11 +8,15 @@ import subprocess
 import sys
 from pathlib import Path
 from types import SimpleNamespace
+from unittest import mock
 
 import pytest
+import host_log
 import yaml
+from ansible.module_utils import basic
+from ansible.module_utils.testing import patch_module_args
 
-from ansible_collections.vllm_fleet.recipes.plugins.module_utils._file_diffs import with_after
+from ansible_collections.vllm_fleet.recipes.plugins.module_utils._file_diffs import with_after, without_journal_entry
 from ansible_collections.vllm_fleet.recipes.plugins.modules import vllm_files_write as W
 
 
@@ -128,3 +132,47 @@ def test_a_task_returns_the_changed_paths_and_readable_diffs_but_no_secret(tmp_p
     assert result["files"] == [s["dest"] for s in specs] and result["dirs"] == [str(tmp_path / "conf")]
     assert [(d["after_header"], d["after"]) for d in result["diff"]] == [(specs[0]["dest"], "A=1\n")]
     assert "+A=1" in run.stdout and "s3cret" not in run.stdout + run.stderr + result_file.read_text()
+
+
+def _module_journal(module_args: dict) -> str:
+    """What vllm_files_write run in-process (check mode) sends to the host's log."""
+    logged: list[str] = []
+    with patch_module_args(dict(module_args, _ansible_check_mode=True)), \
+            mock.patch.object(basic, "has_journal", False), \
+            mock.patch.object(basic.syslog, "syslog", lambda *args: logged.append(str(args[-1]))), \
+            pytest.raises(SystemExit):
+        W.main()
+    return "\n".join(logged)
+
+
+def test_ansibles_own_masking_misses_a_multi_line_secret_content_and_the_journal_flag_stops_it(tmp_path):
+    specs = [{"dest": str(tmp_path / "s.secret.env"), "content": "A=1\nVLLM_API_KEY='sk-s3cret'\n", "mode": "0600",
+              "diff": False}]
+    # The invocation logged without the flag: the list's text escapes the line breaks, so the
+    # no_log content is not found verbatim and the key is logged (the CI finding of 2026-12-05).
+    unmasked = _module_journal({"specs": specs, "_ansible_no_log": False})
+    assert "Invoked with" in unmasked and "sk-s3cret" in unmasked
+    assert _module_journal(without_journal_entry({"specs": specs, "_ansible_no_log": False})) == ""
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="writes root-owned files")
+def test_through_ansible_playbook_neither_writer_task_logs_a_secret_on_the_host(tmp_path):
+    """The module's own action runs it with its journal entry off (vllm_host_files, its other caller:
+    tests/unit/roles/test_deploy.py); a command task in the same play shows the capture works."""
+    repo = Path(__file__).resolve().parents[4]
+    log_env, log = host_log.capture_env(tmp_path)
+    secret = "KEY=s3cret-in-the-journal\nB=2\n"
+    spec = {"dest": str(tmp_path / "conf" / "s.secret.env"), "content": secret, "mode": "0600", "diff": False}
+    play = [{"hosts": "localhost", "connection": "local", "gather_facts": False, "tasks": [
+        {"vllm_fleet.recipes.vllm_files_write": {"dirs": [str(tmp_path / "conf")], "specs": [spec]}},
+        {"ansible.builtin.command": {"argv": ["true", "log-capture-marker"]}, "changed_when": False}]}]
+    (tmp_path / "play.yml").write_text(yaml.safe_dump(play))
+    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(repo / ".collections"), ANSIBLE_NOCOLOR="1",
+               **log_env)
+    run = subprocess.run([str(Path(sys.executable).parent / "ansible-playbook"), "-i", "localhost,",
+                          str(tmp_path / "play.yml"), "-e", "ansible_python_interpreter=" + sys.executable],
+                         capture_output=True, text=True, env=env, check=False)
+    assert run.returncode == 0, run.stdout + run.stderr
+    logged = host_log.read(log)
+    assert "log-capture-marker" in logged
+    assert "s3cret" not in logged and (tmp_path / "conf" / "s.secret.env").read_text() == secret
