@@ -39,6 +39,17 @@ def flag_value(argv: Sequence[str], name: str) -> Optional[str]:
     return found
 
 
+def served_model(argv: Sequence[str]) -> tuple[Optional[str], Optional[str], bool]:
+    """(checkpoint, API model name, pins a revision) of a ``vllm serve`` argv.
+
+    The checkpoint is ``--model``, else the positional after ``vllm serve``; the name the OpenAI
+    API answers to is ``--served-model-name``, else the checkpoint.
+    """
+    args = list(argv)
+    model = flag_value(args, "--model") or (args[2] if args[:2] == ["vllm", "serve"] and len(args) > 2 else None)
+    return model, flag_value(args, "--served-model-name") or model, has_flag(args, "--revision")
+
+
 def has_flag(argv: Sequence[str], name: str) -> bool:
     return any(t == name or t.startswith(name + "=") for t in argv)
 

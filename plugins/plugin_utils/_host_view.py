@@ -43,22 +43,15 @@ def weights_deployments(processes: Sequence[Mapping[str, Any]], deployments: Map
                   if name in deployments and deployments[name]["weights"]["mode"] in WEIGHTS_MODES)
 
 
-def served_repo(name: str, argv: Sequence[str], repos: Mapping[str, Any]) -> Any:
-    """vllm_weights_repos[name], else the engine argv's ``--model`` value, else its third token."""
-    if name in repos:
-        return repos[name]
-    return argv[argv.index("--model") + 1] if "--model" in argv else argv[2]
-
-
 def weights_entry(name: str, deployment: Mapping[str, Any], repos: Mapping[str, Any],
                   origins: Mapping[str, Any]) -> dict[str, Any]:
     """What deployment ``name`` fetches, from where, and who fetches it (without ``present``)."""
     weights = deployment["weights"]
     engines = processes_of_kind(deployment["processes"], "engine")
     hosts = sorted(unique(proc["host"] for proc in engines))
-    argv = list(engines[0]["argv"])
+    served = engines[0]["served"]
     revision = weights.get("revision") or DEFAULT_REVISION
-    repo = served_repo(name, argv, repos)
+    repo = repos[name] if name in repos else served["model"]
     key = f"{str(repo).replace('/', '--')}@{str(revision).replace('/', '--')}"
     cache = weights["cache_dir"]
     return {
@@ -76,7 +69,7 @@ def weights_entry(name: str, deployment: Mapping[str, Any], repos: Mapping[str, 
         "marker": f"{cache}/.vllm-fleet/{key}.json",
         "status": f"{cache}/.vllm-fleet/{key}.status",
         "env_file": posixpath.join(posixpath.dirname(deployment["processes"][0]["env_file"]), "hf-download.env"),
-        "argv_has_revision": "--revision" in argv,
+        "argv_has_revision": served["revision_in_argv"],
     }
 
 

@@ -32,7 +32,6 @@ from urllib.parse import urlsplit
 import yaml
 
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._inventory import InventoryError
-from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._plan_view import served_model
 
 __all__ = [
     "ALERT_DEFAULTS",
@@ -97,7 +96,7 @@ ALERT_NAMES = (
 def _deployment_model(dep: Mapping[str, Any]) -> str:
     for proc in dep.get("processes") or ():
         if proc.get("kind") == "engine":
-            name = served_model(proc.get("argv") or ())
+            name = (proc.get("served") or {}).get("name")
             if name:
                 return name
     return ""

@@ -18,6 +18,7 @@ from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._argv_tools imp
     gpus_per_node,
     has_flag,
     int_flag,
+    served_model,
     split_joined_flags,
     url_host,
 )
@@ -35,6 +36,7 @@ from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._plan_model imp
     ORDER_HEAD,
     Port,
     Process,
+    Served,
     deployment_error,
 )
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._vendors import VENDORS
@@ -161,6 +163,7 @@ class ProcessPlacer(PlacerContext):
         api_port = int(recipe_port) if recipe_port and recipe_port.isdigit() else DEFAULT_API_PORT
         proc.argv = program
         proc.api_port = None if headless else api_port
+        proc.served = Served(*served_model(program))
 
     def _engine_env(self, proc: Process, env: Mapping[str, Any], mapping: Mapping[str, str],
                     multi_host: bool, extra_env: Mapping[str, str]) -> None:

@@ -8,9 +8,8 @@ without notice. Other collections must not import it.
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Optional, Sequence
+from typing import Any, Iterable, Sequence
 
-from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._argv_tools import flag_value
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._plan_model import (
     PLAN_SCHEMA,
     DeploymentPlan,
@@ -42,24 +41,14 @@ def process_to_dict(proc: Process) -> dict[str, Any]:
         "gpus": list(proc.gpus),
         "runtime": proc.runtime,
         "image": proc.image,
+        "served": None if proc.served is None else {
+            "model": proc.served.model, "name": proc.served.name, "revision_in_argv": proc.served.revision_in_argv},
         "exec_start": list(proc.exec_argv),
         "start_order": proc.start_order,
         "restart_group": proc.restart_group,
         "health_url": proc.health_url,
         "metrics_url": proc.metrics_url,
     }
-
-
-def served_model(argv: Sequence[str]) -> Optional[str]:
-    """The model name the OpenAI API answers to: ``--served-model-name``, else the model."""
-    name = flag_value(argv, "--served-model-name")
-    if name:
-        return name
-    model = flag_value(argv, "--model")
-    if model:
-        return model
-    args = list(argv)
-    return args[2] if args[:2] == ["vllm", "serve"] and len(args) > 2 else None
 
 
 def rollout_batches(plan: DeploymentPlan) -> list[dict[str, Any]]:
@@ -75,7 +64,7 @@ def rollout_batches(plan: DeploymentPlan) -> list[dict[str, Any]]:
             if proc.kind == "engine" and proc.health_url:
                 base = proc.health_url[:-len("/health")]
                 out.append({"host": proc.host, "unit": proc.unit_file, "health_url": proc.health_url,
-                            "completions_url": f"{base}/v1/completions", "model": served_model(proc.argv)})
+                            "completions_url": f"{base}/v1/completions", "model": proc.served.name if proc.served else None})
         return out
 
     def files(procs: Sequence[Process], with_configs: bool) -> dict[str, list[str]]:

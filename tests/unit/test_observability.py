@@ -18,7 +18,6 @@ from processes import ROUTER_CLI, stop
 
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils import _monitoring as M
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils import _placement as P
-from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils import _plan_view as V
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils import _render as R
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._inventory import InventoryError
 
@@ -86,8 +85,8 @@ def test_target_labels():
     fleet = example_fleet("pd_cluster")
     (dep,) = fleet.deployments
     groups = M.file_sd(P.plan_to_dict(fleet))[dep.name]
-    model = V.served_model(next(p for p in dep.processes if p.kind == "engine").argv)
-    assert model
+    model = next(p for p in dep.processes if p.kind == "engine").served.name
+    assert model == "zai-org/GLM-5.3-Flash"
     for group in groups:
         labels = group["labels"]
         assert set(M.TARGET_LABELS) - {"rank"} <= set(labels)

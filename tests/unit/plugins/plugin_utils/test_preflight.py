@@ -20,11 +20,16 @@ GLM_EXEC = ["/usr/bin/docker", "run", "--gpus", "all", "--device", "/dev/infinib
             "vllm/vllm-openai:v1", "--model", "zai-org/GLM-5"]
 
 
+def _served(model, revision_in_argv=False):
+    return {"model": model, "name": model, "revision_in_argv": revision_in_argv}
+
+
 def _engine(deployment, host, **extra):
     proc = {"kind": "engine", "deployment": deployment, "host": host, "runtime": "docker", "unit": f"{deployment}-{host}.service",
             "image": "vllm/vllm-openai:v1", "gpus": [], "compile_cache": None, "env": {},
             "env_file": f"/etc/vllm-fleet/{deployment}/{deployment}-{host}.env",
-            "argv": ["vllm", "serve", "--model", "zai-org/GLM-5"], "exec_start": ["/usr/bin/docker", "run"]}
+            "argv": ["vllm", "serve", "--model", "zai-org/GLM-5"], "exec_start": ["/usr/bin/docker", "run"],
+            "served": _served("zai-org/GLM-5")}
     proc.update(extra)
     return proc
 
@@ -34,7 +39,7 @@ GLM_A = _engine("glm", "a", gpus=[0, 1, 2, 3], compile_cache="/var/cache/vllm/gl
                      "HF_HUB_OFFLINE": "1"})
 GLM_B = _engine("glm", "b", gpus=[0, 1, 2, 3])
 QWEN_A = _engine("qwen", "a", runtime="venv", image=None, argv=["vllm", "serve", "Qwen/Qwen3-8B", "--revision", "v2"],
-                 exec_start=["/opt/vllm/bin/vllm", "serve"])
+                 served=_served("Qwen/Qwen3-8B", revision_in_argv=True), exec_start=["/opt/vllm/bin/vllm", "serve"])
 ROUTER_A = _engine("glm", "a", kind="router", image="lmsys/router:1", unit="router.service")
 DEPLOYMENTS = {
     "glm": {"vendor": "nvidia", "processes": [GLM_A, GLM_B],
@@ -70,7 +75,7 @@ def test_weights_view():
 
 def test_weights_view_overrides_and_fallbacks():
     deployments = copy.deepcopy(DEPLOYMENTS)
-    deployments["glm"]["processes"][0]["argv"] = ["vllm", "serve", "zai-org/GLM-5-FP8"]
+    deployments["glm"]["processes"][0]["served"] = _served("zai-org/GLM-5-FP8")
     view = weights_view(HOST_SHARE["processes"], deployments, repos={"qwen": "org/q"}, origins={"glm": "b"})
     assert [(e["repo"], e["origin"], e["marker"]) for e in view] == [
         ("zai-org/GLM-5-FP8", "b", "/data/hf/.vllm-fleet/zai-org--GLM-5-FP8@main.json"),
