@@ -132,20 +132,34 @@ def format_command(model_id: Any, args: list[Any], *, final: bool = False) -> st
     return _laid_out(model_id, words)
 
 
+#: Text pieces of the command layout, per word: a flag (or positional) on its own continuation
+#: line, and a value after its flag. Bounded: cleared when full.
+_LINE_PIECES: dict[str, str] = {}
+_VALUE_PIECES: dict[str, str] = {}
+_PIECES_SIZE = 65536
+
+
 def _laid_out(model_id: Any, words: list[str]) -> str:
     """``format_command`` of an all-string argv."""
+    lines, values = _LINE_PIECES, _VALUE_PIECES
+    if len(lines) > _PIECES_SIZE or len(values) > _PIECES_SIZE:
+        lines.clear()
+        values.clear()
     parts = ["vllm serve " + text(model_id)]
     append = parts.append
     after_flag = False  # a value right after a flag shares its line
     for word in words:
-        if word[:1] == "-":
-            append(_CONTINUATION + word)
-            after_flag = True
-        elif after_flag:
-            append(" " + _quoted(word) if word else " ")
+        if after_flag and word[:1] != "-":
+            piece = values.get(word)
+            if piece is None:
+                piece = values[word] = " " + _quoted(word) if word else " "
             after_flag = False
         else:
-            append(_CONTINUATION + word)
+            piece = lines.get(word)
+            if piece is None:
+                piece = lines[word] = _CONTINUATION + word
+            after_flag = word[:1] == "-"
+        append(piece)
     return "".join(parts)
 
 

@@ -14,10 +14,8 @@ import math
 from typing import Any, Optional
 
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._cmdline import kept_tokens
-from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._gates import generation_override, hashable_key
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._jsvalue import (
     as_int_if_whole,
-    first,
     get,
     items,
     js_max,
@@ -71,7 +69,7 @@ def _multi_node_args(ctx: SynthesisContext, node_role: Optional[str], node_rank:
     parallelism = layout.parallelism
     out: list[str] = []
     if layout.parallel_flag == "--data-parallel-size":
-        dp_local = _dep_local_size(ctx)
+        dp_local = layout.dep_local_size()
         out += ["--data-parallel-size", number_text(ctx.total_gpus),
                 "--data-parallel-size-local", number_text(layout.gpu_count),
                 "--data-parallel-address", master]
@@ -100,26 +98,6 @@ def _multi_node_args(ctx: SynthesisContext, node_role: Optional[str], node_rank:
         if mp_rank > 0:
             out.append("--headless")
     return out
-
-
-def _dep_local_size(ctx: SynthesisContext) -> Any:
-    """DP ranks per node: the recipe may pin ``--data-parallel-size-local``."""
-    layout = ctx.layout
-    block = layout.overrides
-    overrides = get(block, "hardware_overrides")
-    exact = get(overrides, layout.hardware_id) if hashable_key(layout.hardware_id) else None
-    declared = (
-        items(first(get(block, "vllm_args"), []))
-        + items(first(get(block, "extra_args"), []))
-        + items(first(get(generation_override(overrides, layout.profile), "extra_args"), []))
-        + items(first(get(exact, "extra_args"), []))
-    )
-    flag = "--data-parallel-size-local"
-    if flag in declared:
-        index = len(declared) - 1 - declared[::-1].index(flag)
-        value = declared[index + 1] if index + 1 < len(declared) else None
-        return as_int_if_whole(to_number(value)) if index + 1 < len(declared) else math.nan
-    return layout.gpu_count
 
 
 def _pd_pool_args(ctx: SynthesisContext, role: Optional[str]) -> list[str]:

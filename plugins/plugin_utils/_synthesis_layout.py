@@ -10,6 +10,7 @@ are tuples: long-lived, immutable, and never tracked by the garbage collector.
 
 from __future__ import annotations
 
+import math
 from typing import Any, Mapping, Optional
 
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._cmdline import kept_tokens
@@ -25,7 +26,19 @@ from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._gates import (
     resolve_frontend,
     single_node_tp,
 )
-from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._jsvalue import first, get, items, text, truthy
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._jsvalue import (
+    as_int_if_whole,
+    first,
+    get,
+    items,
+    text,
+    to_number,
+    truthy,
+)
+
+
+#: Not computed yet (a lazily filled Layout slot).
+_UNSET: Any = object()
 
 
 def merge_env(env: dict, source: Any) -> None:
@@ -42,7 +55,7 @@ class Layout:
         "gpu_count", "deploy_type", "overrides", "single_node_tp", "model_id",
         "model_and_variant_args", "hardware_args", "hardware_env", "model_and_variant_env",
         "default_frontend", "strategy_args", "override_args", "parallel_flag", "parallelism", "pool_modes",
-        "features", "strategies", "kv_options", "_role_layers", "_kv_choices",
+        "features", "strategies", "kv_options", "_role_layers", "_kv_choices", "_dep_local",
     )
 
     def __init__(self, recipe: Mapping, variant_key: Any, strategy_name: Any, hardware_id: Any,
@@ -79,6 +92,7 @@ class Layout:
         self.kv_options = get(taxonomy, "kv_offload")
         self._role_layers: dict = {}
         self._kv_choices: dict = {}
+        self._dep_local: Any = _UNSET
         self._static_layers(model)
 
     def _static_layers(self, model: Any) -> None:
@@ -117,6 +131,27 @@ class Layout:
             layers = RoleLayers(self, role)
             self._role_layers[role] = layers
         return layers
+
+    def dep_local_size(self) -> Any:
+        """DP ranks per node of a multi-node DEP rank: the GPU count, unless the strategy override's
+        args (vllm_args, extra_args, its generation and exact-hardware blocks) pin
+        ``--data-parallel-size-local`` (its last value; NaN when the flag ends the list)."""
+        if self._dep_local is _UNSET:
+            block = self.overrides
+            overrides = get(block, "hardware_overrides")
+            exact = get(overrides, self.hardware_id) if hashable_key(self.hardware_id) else None
+            declared = (items(first(get(block, "vllm_args"), []))
+                        + items(first(get(block, "extra_args"), []))
+                        + items(first(get(generation_override(overrides, self.profile), "extra_args"), []))
+                        + items(first(get(exact, "extra_args"), [])))
+            flag = "--data-parallel-size-local"
+            if flag in declared:
+                index = len(declared) - 1 - declared[::-1].index(flag)
+                self._dep_local = as_int_if_whole(to_number(declared[index + 1])) if index + 1 < len(declared) \
+                    else math.nan
+            else:
+                self._dep_local = self.gpu_count
+        return self._dep_local
 
     def kv_choice(self, kv_offload: Any) -> tuple[Any, Any, Any]:
         """(Mooncake store, KV-offload option, the store's default instance count) a ``kv_offload``
