@@ -156,7 +156,7 @@ def test_ansibles_own_masking_misses_a_multi_line_secret_content_and_the_journal
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="writes root-owned files")
-def test_through_ansible_playbook_neither_writer_task_logs_a_secret_on_the_host(tmp_path):
+def test_through_ansible_playbook_the_writer_logs_no_secret_on_the_host(tmp_path):
     """The module's own action runs it with its journal entry off (vllm_host_files, its other caller:
     tests/unit/roles/test_deploy.py); a command task in the same play shows the capture works."""
     repo = Path(__file__).resolve().parents[4]
