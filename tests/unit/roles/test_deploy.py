@@ -530,13 +530,38 @@ def test_units_are_verified_before_install():
 
 
 def test_fetch_script_keeps_the_token_off_the_command_line():
-    text = FETCH.read_text()
-    assert "--token" not in text
-    install = (ROLES / "weights" / "tasks" / "install.yml").read_text()
-    # the token is written by the one env-file writer (issue 12), as a secret
-    assert "{'HF_TOKEN': _weights_token}" in install and "vllm_fleet.recipes.env_file(" in install
-    assert "secret=true" in install
-    assert "diff: false" in install
+    assert "--token" not in FETCH.read_text()
+
+
+def test_download_env_files_hold_the_token_only_in_a_0600_file_and_show_no_diff(tmp_path):
+    """The weights role's task that writes the download env files (one per origin here), run with the
+    role's vars: the token reaches only the 0600 files, never the play's output or a diff."""
+    token = "hf_downloadENVtoken0123456789abcdef"
+    origins = [{"name": "a", "origin": "localhost", "endpoint": "http://hub.test:5080",
+                "env_file": str(tmp_path / "env" / "a.env")},
+               {"name": "b", "origin": "localhost", "endpoint": "", "env_file": str(tmp_path / "env" / "b.env")},
+               {"name": "c", "origin": "elsewhere", "endpoint": "", "env_file": str(tmp_path / "env" / "c.env")}]
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text(yaml.safe_dump({"all": {"hosts": {"localhost": {
+        "vllm_fleet_weights": origins, "vllm_weights_hf_token": token,
+        "vllm_weights_download_env": {"HF_HUB_ENABLE_HF_TRANSFER": "0"},
+        **yaml.safe_load((ROLES / "weights" / "vars" / "main.yml").read_text())}}}}))
+    task = next(task for task in yaml.safe_load((ROLES / "weights" / "tasks" / "install.yml").read_text())
+                if task["name"].startswith("Write the download env files"))
+    (tmp_path / "env").mkdir()
+    argv, env = _playbook_command(tmp_path, inventory, [task])
+    run = subprocess.run([*argv, "--diff", "-v"], capture_output=True, text=True, env=env, check=False, cwd=tmp_path)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert token not in run.stdout + run.stderr
+    first, second = (tmp_path / "env" / "a.env"), (tmp_path / "env" / "b.env")
+    assert not (tmp_path / "env" / "c.env").exists()  # another host's origin
+    for path in (first, second):
+        assert path.stat().st_mode & 0o777 == 0o600
+        lines = path.read_text().splitlines()
+        assert f"HF_TOKEN={token}" in lines and "HF_HUB_ENABLE_HF_TRANSFER=0" in lines
+        assert lines[0].startswith("# Managed by vllm_fleet.recipes (weights role)")
+    assert "HF_ENDPOINT=http://hub.test:5080" in first.read_text().splitlines()
+    assert "HF_ENDPOINT" not in second.read_text()
 
 
 def test_fetch_script_reads_its_env_file_without_evaluating_it(tmp_path):
