@@ -61,7 +61,7 @@ class ActionModule(ActionBase):
         host_files = (plan["hosts"].get(host) or {}).get("files") or []
         files = H.select_files(host_files, procs, _strings(args.get("configs")))
         specs = H.file_specs(files, result["contents"], procs, to_text(args.get("validate") or ""))
-        return {"procs": procs, "specs": specs, "dirs": H.directories(files)}
+        return {"procs": procs, "specs": specs, "dirs": H.directories(files, procs)}
 
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)

@@ -13,7 +13,8 @@ description:
   - Installs the files of the fleet plan that belong to one deploy step (the process kinds O(kinds),
     optionally only the restart groups O(only_groups)) on this host, in one task instead of one
     C(copy) loop per kind of file.
-  - Creates the directories of the env and config files (C(0755)); writes env files C(0600), config
+  - Creates the directories of the env and config files (C(0755)) and each selected process's compile
+    cache (its plan C(compile_cache), C(0700)); writes env files C(0600), config
     files with the plan's mode, and systemd units C(0644). A unit is checked with O(validate) (for
     example C(systemd-analyze verify %s:%n)) before it replaces anything.
   - Owner and group are C(root). A file is rewritten only when its content, mode or owner differ.

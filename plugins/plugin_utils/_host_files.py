@@ -31,6 +31,10 @@ Process = Mapping[str, Any]
 PlanFile = Mapping[str, Any]
 
 
+#: Mode of an engine's compile cache directory.
+COMPILE_CACHE_MODE = "0700"
+
+
 def file_kind(dest: str) -> str:
     """'unit', 'env', 'manifest' or 'config', from the destination's name."""
     if dest.endswith(UNIT_SUFFIX):
@@ -72,9 +76,13 @@ def secret_files(procs: Sequence[Process]) -> set[str]:
     return {p["secret_file"] for p in procs if p.get("secret_file")}
 
 
-def directories(files: Sequence[PlanFile]) -> list[str]:
-    """Directories the env and config files go to (unit directories exist already)."""
-    return sorted({os.path.dirname(f["dest"]) for f in files if file_kind(f["dest"]) != "unit"})
+def directories(files: Sequence[PlanFile], procs: Sequence[Process] = ()) -> list[Any]:
+    """The directories a step creates before its files (``vllm_files_write`` dirs): those of its env and
+    config files (unit directories exist already), then each process's compile cache as
+    ``{path, mode}`` (0700: compiled kernels, kept across restarts and upgrades)."""
+    parents: list[Any] = sorted({os.path.dirname(f["dest"]) for f in files if file_kind(f["dest"]) != "unit"})
+    caches = sorted({p["compile_cache"] for p in procs if p.get("compile_cache")})
+    return parents + [{"path": cache, "mode": COMPILE_CACHE_MODE} for cache in caches]
 
 
 def file_specs(files: Sequence[PlanFile], contents: Mapping[str, str], procs: Sequence[Process],

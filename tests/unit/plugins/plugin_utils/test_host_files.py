@@ -52,8 +52,11 @@ def test_file_specs_modes_secret_diff_and_validate():
         H.file_specs(FILES[:1], {}, [PREFILL])
 
 
-def test_directories_are_those_of_env_and_config_files():
+def test_directories_are_those_of_env_and_config_files_then_the_compile_caches():
     assert H.directories(FILES) == [ETC]
+    cached = {**PREFILL, "compile_cache": "/var/cache/vllm-fleet/compile/vllm-pd-prefill-0"}
+    assert H.directories(FILES, [cached, ROUTER, cached]) == [
+        ETC, {"path": "/var/cache/vllm-fleet/compile/vllm-pd-prefill-0", "mode": "0700"}]
 
 
 def test_changed_units_from_changed_files():
