@@ -5,7 +5,8 @@
 Docs: plugins/modules/vllm_host_files.py. On the controller it selects the host's files for the
 step's process kinds from the plan (plugin_utils/_host_files), hands them to the host in one
 vllm_files_write call (directories, env files 0600, configs, units validated before they replace
-anything), and works out the changed units and restart groups from the files that changed.
+anything; the managed units are read back in the same call), and works out the changed units,
+the restart groups and the stale units from what changed and what the host runs.
 No file content is returned; secret files get no diff.
 """
 
@@ -41,8 +42,8 @@ class ActionModule(ActionBase):
     """Select, write (one module call) and report the restarts of one step's files."""
 
     TRANSFERS_FILES = False
-    _VALID_ARGS = frozenset(("plan", "host", "kinds", "configs", "only_groups", "validate", "units_info",
-                             "changed_images", "force_groups"))
+    _VALID_ARGS = frozenset(("plan", "host", "kinds", "configs", "only_groups", "validate", "changed_images",
+                             "force_groups"))
 
     def _update_module_args(self, module_name, module_args, task_vars, *args, **kwargs):
         super()._update_module_args(module_name, module_args, task_vars, *args, **kwargs)
@@ -58,10 +59,13 @@ class ActionModule(ActionBase):
         host = to_text(args.get("host") or task_vars.get("inventory_hostname"))
         procs = H.select_processes(host_processes(plan, host), _strings(args.get("kinds")),
                                    _strings(args.get("only_groups")))
-        host_files = (plan["hosts"].get(host) or {}).get("files") or []
+        plan_host = plan["hosts"].get(host) or {}
+        host_files = plan_host.get("files") or []
         files = H.select_files(host_files, procs, _strings(args.get("configs")))
         specs = H.file_specs(files, result["contents"], procs, to_text(args.get("validate") or ""))
-        return {"procs": procs, "specs": specs, "dirs": H.directories(files, procs)}
+        scan = {"unit_dirs": H.unit_dirs(host_files), "deployments": sorted(plan["deployments"])}
+        return {"procs": procs, "specs": specs, "dirs": H.directories(files, procs), "scan": scan,
+                "planned_units": plan_host.get("units") or []}
 
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
@@ -81,19 +85,22 @@ class ActionModule(ActionBase):
             raise AnsibleActionFail(f"vllm_host_files: {exc}") from exc
 
         procs = step["procs"]
-        written: dict[str, Any] = {"changed": False, "files": [], "dirs": []}
-        if step["specs"] or step["dirs"]:
-            written = self._execute_module(module_name=WRITER, task_vars=task_vars,
-                                           module_args={"specs": step["specs"], "dirs": step["dirs"]})
-            if written.get("failed"):
-                result.update(failed=True, msg=written.get("msg", "vllm_files_write failed"),
-                              files=written.get("files", []))
-                return result
+        # One remote call writes the step's files and reads the managed units back (with their state).
+        written = self._execute_module(module_name=WRITER, task_vars=task_vars,
+                                       module_args={"specs": step["specs"], "dirs": step["dirs"],
+                                                    "units": step["scan"]})
+        if written.get("failed"):
+            result.update(failed=True, msg=written.get("msg", "vllm_files_write failed"),
+                          files=written.get("files", []))
+            return result
+        scanned = written.get("units") or []
         units = H.changed_units(procs, written.get("files", []))
-        groups = H.changed_groups(procs, units, H.inactive_units(procs, args.get("units_info") or []),
+        groups = H.changed_groups(procs, units, H.inactive_units(procs, scanned),
                                   _strings(args.get("changed_images")), _strings(args.get("force_groups")))
         result.update(changed=bool(written.get("changed")), files=written.get("files", []),
-                      dirs=written.get("dirs", []), units=units, groups=groups, processes=procs)
+                      dirs=written.get("dirs", []), units=units, groups=groups, processes=procs, present=scanned,
+                      stale=H.stale_units(scanned, _strings(args.get("kinds")), step["planned_units"]),
+                      to_enable=H.units_to_enable(procs, scanned, bool(self._task.check_mode)))
         if "diff" in written:
             result["diff"] = with_after(written["diff"], step["specs"])
         return result

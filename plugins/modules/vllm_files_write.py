@@ -67,6 +67,27 @@ options:
       - Octal mode of the directories of O(dirs) given without their own C(mode).
     type: str
     default: "0755"
+  units:
+    description:
+      - After writing, read back the managed units as M(vllm_fleet.recipes.vllm_units_info) does (same
+        fields, systemd state included) and return them as RV(units). Omitted, nothing is read.
+      - Saves a deploy step a separate remote read of its units.
+    type: dict
+    suboptions:
+      unit_dirs:
+        description: Directories searched for unit files.
+        type: list
+        elements: path
+        default: [/etc/systemd/system]
+      deployments:
+        description: Only units of these deployments; all managed units when empty.
+        type: list
+        elements: str
+        default: []
+      manifest_dir:
+        description: Directory of the units' JSON manifests.
+        type: path
+        default: /var/lib/vllm-fleet/units
 attributes:
   check_mode:
     support: full
@@ -119,6 +140,11 @@ dirs:
   returned: always
   type: list
   elements: str
+units:
+  description: The managed units after writing, as M(vllm_fleet.recipes.vllm_units_info) returns them.
+  returned: when O(units) is set
+  type: list
+  elements: dict
 """
 
 import os
@@ -130,6 +156,7 @@ import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.vllm_fleet.recipes.plugins.module_utils._atomic_write import atomic_write
+from ansible_collections.vllm_fleet.recipes.plugins.module_utils._units_scan import collect, with_systemd_state
 
 
 def _current(dest):
@@ -243,6 +270,11 @@ def main():
             }},
             "dirs": {"type": "list", "elements": "raw", "default": []},
             "dir_mode": {"type": "str", "default": "0755"},
+            "units": {"type": "dict", "options": {
+                "unit_dirs": {"type": "list", "elements": "path", "default": ["/etc/systemd/system"]},
+                "deployments": {"type": "list", "elements": "str", "default": []},
+                "manifest_dir": {"type": "path", "default": "/var/lib/vllm-fleet/units"},
+            }},
         },
         supports_check_mode=True,
     )
@@ -258,6 +290,10 @@ def main():
         result = {"changed": bool(changed or made_dirs), "files": changed, "dirs": made_dirs}
         if module._diff:  # pylint: disable=protected-access
             result["diff"] = diffs
+        scan = module.params["units"]
+        if scan is not None:
+            result["units"] = with_systemd_state(module, collect(scan["unit_dirs"], set(scan["deployments"]),
+                                                                 scan["manifest_dir"]))
         module.exit_json(**result)
 
 

@@ -19,11 +19,14 @@ description:
     example C(systemd-analyze verify %s:%n)) before it replaces anything.
   - Owner and group are C(root). A file is rewritten only when its content, mode or owner differ.
   - Works out which units and restart groups this changes. A changed unit, env or secret file
-    restarts its unit; a changed config file restarts every unit of the step. A unit systemd
-    reports as not running (O(units_info)), a changed image (O(changed_images)) and O(force_groups)
+    restarts its unit; a changed config file restarts every unit of the step. A unit of the step
+    that systemd reports as not running, a changed image (O(changed_images)) and O(force_groups)
     restart their groups too.
+  - Reports the stale units (RV(stale)) - managed units of the step's kinds on this host, of the
+    plan's deployments, that the plan no longer places here - for the caller to stop and remove.
   - An action plugin, which selects the files from O(plan) and computes the restarts on the controller,
-    and M(vllm_fleet.recipes.vllm_files_write) writes them on the host in one module call.
+    and M(vllm_fleet.recipes.vllm_files_write) writes them on the host and reads the managed units
+    back (as M(vllm_fleet.recipes.vllm_units_info) does) in one module call.
 version_added: 0.1.0
 author:
   - vllm_fleet maintainers (@vllm-fleet)
@@ -62,13 +65,6 @@ options:
         C(%n) the unit's name. Empty for none.
     type: str
     default: ''
-  units_info:
-    description:
-      - The C(units) of M(vllm_fleet.recipes.vllm_units_info) on this host; a unit of this step
-        that is not running restarts its group.
-    type: list
-    elements: dict
-    default: []
   changed_images:
     description:
       - Images that changed in this run; the groups that run them restart.
@@ -110,7 +106,6 @@ EXAMPLES = r"""
     kinds: [engine, watchdog, mooncake]
     configs: [mooncake.json]
     validate: systemd-analyze verify %s:%n
-    units_info: "{{ units_here.units }}"
   register: engine_files
 
 - name: Restart what changed
@@ -142,6 +137,35 @@ processes:
   returned: always
   type: list
   elements: dict
+present:
+  description:
+    - The managed units of the plan's deployments found on this host after the write, with the fields
+      and systemd state M(vllm_fleet.recipes.vllm_units_info) reports (a unit written now is there,
+      not yet loaded by systemd).
+  returned: always
+  type: list
+  elements: dict
+to_enable:
+  description:
+    - Units of this step not enabled at boot (a new one included; in check mode, where nothing was
+      written, only those already on the host).
+  returned: always
+  type: list
+  elements: str
+  sample: [vllm-tiny-pd-decode-0.service]
+stale:
+  description: Managed units of this step's kinds on this host that the plan no longer places here.
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    unit: {description: Unit name., type: str}
+    path: {description: Unit file., type: str}
+    env_file: {description: "Its env file, or null.", type: str}
+    manifest: {description: "Its manifest, or null.", type: str}
+    deployment: {description: Its deployment., type: str}
+  sample: [{unit: vllm-tiny-pd-decode-1.service, path: /etc/systemd/system/vllm-tiny-pd-decode-1.service,
+            env_file: /etc/vllm-fleet/tiny-pd/decode-1.env, manifest: null, deployment: tiny-pd}]
 """
 
 from ansible.module_utils.basic import AnsibleModule
@@ -156,7 +180,6 @@ def main():
             "configs": {"type": "list", "elements": "str", "default": []},
             "only_groups": {"type": "list", "elements": "str", "default": []},
             "validate": {"type": "str", "default": ""},
-            "units_info": {"type": "list", "elements": "dict", "default": []},
             "changed_images": {"type": "list", "elements": "str", "default": []},
             "force_groups": {"type": "list", "elements": "str", "default": []},
         },

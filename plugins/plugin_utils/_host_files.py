@@ -138,3 +138,40 @@ def changed_groups(procs: Sequence[Process], units: Iterable[str], inactive: Ite
     forced = set(force_groups)
     return sorted({p["restart_group"] for p in procs
                    if p["unit"] in restart or p.get("image") in images or p["restart_group"] in forced})
+
+
+#: The units directory systemd reads; a plan's units may live in others too.
+SYSTEM_UNIT_DIR = "/etc/systemd/system"
+
+
+def unit_dirs(host_files: Sequence[PlanFile]) -> list[str]:
+    """Where this host's managed units are: systemd's directory and every directory of a plan unit."""
+    dirs = [SYSTEM_UNIT_DIR] + [os.path.dirname(f["dest"]) for f in host_files if file_kind(f["dest"]) == "unit"]
+    return list(dict.fromkeys(dirs))
+
+
+def scanned_kind(kind: str) -> str:
+    """A plan process kind as the host's unit scan names it (both Mooncake kinds are 'mooncake')."""
+    return "mooncake" if kind.startswith("mooncake") else kind
+
+
+def stale_units(units_info: Sequence[Mapping[str, Any]], kinds: Iterable[str],
+                planned_units: Iterable[str]) -> list[dict]:
+    """Units of these kinds on the host (as scanned) that the plan no longer places there."""
+    wanted = {scanned_kind(kind) for kind in kinds}
+    planned = set(planned_units)
+    return [{key: u.get(key) for key in ("unit", "path", "env_file", "manifest", "deployment")}
+            for u in units_info if u.get("kind") in wanted and u["unit"] not in planned]
+
+
+#: Unit file states ansible.builtin.systemd_service counts as enabled.
+ENABLED_STATES = ("enabled", "enabled-runtime", "static", "generated", "transient")
+
+
+def units_to_enable(procs: Sequence[Process], present: Sequence[Mapping[str, Any]], check_mode: bool) -> list[str]:
+    """This step's units that are not enabled at boot yet. In check mode a new unit was not written,
+    so only the ones present on the host are listed."""
+    enabled = {u["unit"] for u in present if u.get("unit_file_state") in ENABLED_STATES}
+    known = {u["unit"] for u in present}
+    units = dict.fromkeys(p["unit"] for p in procs)
+    return [unit for unit in units if unit not in enabled and (unit in known or not check_mode)]

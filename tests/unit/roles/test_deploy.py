@@ -25,7 +25,8 @@ import yaml
 from ansible.module_utils.urls import open_url
 
 from ansible_collections.vllm_fleet.recipes.plugins.action import vllm_progress as PROGRESS
-from ansible_collections.vllm_fleet.recipes.plugins.modules import vllm_units_info as U
+from ansible_collections.vllm_fleet.recipes.plugins.module_utils import _units_scan as U
+from ansible_collections.vllm_fleet.recipes.plugins.module_utils._systemd_show import parse_show
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils import _placement as P
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils import _render as R
 from fleets import example_fleet
@@ -218,7 +219,7 @@ def test_units_info_falls_back_to_the_header_for_a_manifest_not_of_this_unit(man
 def test_units_info_parses_systemctl_show():
     text = ("Id=a.service\nActiveState=active\nSubState=running\nUnitFileState=enabled\nNRestarts=2\n\n"
             "Id=b.service\nActiveState=failed\nSubState=failed\nUnitFileState=disabled\nNRestarts=0\n")
-    states = U.parse_show(text)
+    states = parse_show(text)
     assert states["a.service"]["ActiveState"] == "active"
     assert states["b.service"]["UnitFileState"] == "disabled"
 

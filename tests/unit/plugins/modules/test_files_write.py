@@ -176,3 +176,42 @@ def test_through_ansible_playbook_the_writer_logs_no_secret_on_the_host(tmp_path
     logged = host_log.read(log)
     assert "log-capture-marker" in logged
     assert "s3cret" not in logged and (tmp_path / "conf" / "s.secret.env").read_text() == secret
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="writes root-owned files")
+def test_units_are_read_back_after_the_write_with_their_systemd_state(tmp_path, capsys):
+    """``units`` set: the managed units of the deployments, the one written now included, come back."""
+    unit_dir = tmp_path / "system"
+    unit_dir.mkdir()
+    header = "# Managed by vllm_fleet.recipes\n# deployment={} recipe=r deploy_type=pd_cluster\n# process={} host=a\n"
+    (unit_dir / "vllm-pd-decode-1.service").write_text(header.format("pd", "decode rank 1") + "[Service]\n")
+    (unit_dir / "vllm-other.service").write_text(header.format("other", "decode rank 0") + "[Service]\n")
+    (unit_dir / "sshd.service").write_text("[Service]\n")
+    new_unit = {"dest": str(unit_dir / "vllm-pd-router.service"), "mode": "0644",
+                "content": header.format("pd", "router") + "[Service]\n"}
+    show = ("Id=vllm-pd-decode-1.service\nActiveState=failed\nSubState=failed\nUnitFileState=enabled\nNRestarts=3\n\n"
+            "Id=vllm-pd-router.service\nActiveState=inactive\nSubState=dead\nUnitFileState=\nNRestarts=\n")
+    calls = []
+
+    def run_command(_self, cmd, **_kwargs):
+        calls.append(cmd)
+        return 0, show, ""
+
+    args = {"specs": [new_unit], "units": {"unit_dirs": [str(unit_dir)], "deployments": ["pd"],
+                                           "manifest_dir": str(tmp_path / "manifests")}}
+    with patch_module_args(args), mock.patch.object(basic.AnsibleModule, "run_command", run_command), \
+            mock.patch.object(basic.AnsibleModule, "get_bin_path", lambda *_a, **_k: "/bin/systemctl"), \
+            pytest.raises(SystemExit):
+        W.main()
+    result = json.loads(capsys.readouterr().out)
+    assert result["files"] == [new_unit["dest"]]
+    assert [(u["unit"], u["kind"], u["active_state"], u["n_restarts"]) for u in result["units"]] == [
+        ("vllm-pd-decode-1.service", "engine", "failed", 3), ("vllm-pd-router.service", "router", "inactive", None)]
+    assert calls == [["/bin/systemctl", "show", "--property=Id,ActiveState,SubState,UnitFileState,NRestarts",
+                      "vllm-pd-decode-1.service", "vllm-pd-router.service"]]
+    # Without ``units`` nothing is read.
+    calls.clear()
+    with patch_module_args({"specs": [new_unit]}), mock.patch.object(basic.AnsibleModule, "run_command", run_command), \
+            pytest.raises(SystemExit):
+        W.main()
+    assert "units" not in json.loads(capsys.readouterr().out) and calls == []

@@ -90,3 +90,42 @@ def test_a_unit_manifest_goes_with_its_unit_and_restarts_nothing():
     assert manifest not in [f["dest"] for f in H.select_files(files, [ROUTER], [])]
     assert "/var/lib/vllm-fleet/units" in H.directories(files)
     assert H.changed_units([prefill, ROUTER], [manifest]) == []
+
+
+def test_unit_dirs_are_systemds_then_each_plan_unit_directory_once():
+    files = FILES + [{"src": "a/x.service", "dest": "/usr/lib/systemd/system/vllm-pd-x.service", "mode": "0644"},
+                     {"src": "a/y.service", "dest": "/usr/lib/systemd/system/vllm-pd-y.service", "mode": "0644"}]
+    assert H.unit_dirs(files) == ["/etc/systemd/system", "/usr/lib/systemd/system"]
+    assert H.unit_dirs([]) == ["/etc/systemd/system"]
+
+
+def _scanned(unit, kind, deployment="pd"):
+    return {"unit": unit, "kind": kind, "path": f"/etc/systemd/system/{unit}", "env_file": f"{ETC}/{unit}.env",
+            "manifest": None, "deployment": deployment, "active_state": "active"}
+
+
+def test_stale_units_are_the_steps_kinds_that_the_plan_no_longer_places_here():
+    scanned = [_scanned("vllm-pd-prefill-0.service", "engine"), _scanned("vllm-pd-prefill-1.service", "engine"),
+               _scanned("vllm-pd-router.service", "router"), _scanned("vllm-pd-mooncake-master.service", "mooncake"),
+               _scanned("vllm-pd-watchdog.service", "watchdog")]
+    planned = ["vllm-pd-prefill-0.service"]
+    engine_step = H.stale_units(scanned, ["engine", "mooncake_master", "mooncake_store", "watchdog"], planned)
+    assert [u["unit"] for u in engine_step] == [
+        "vllm-pd-prefill-1.service", "vllm-pd-mooncake-master.service", "vllm-pd-watchdog.service"]
+    assert engine_step[0] == {"unit": "vllm-pd-prefill-1.service", "path": "/etc/systemd/system/vllm-pd-prefill-1.service",
+                              "env_file": f"{ETC}/vllm-pd-prefill-1.service.env", "manifest": None, "deployment": "pd"}
+    # The router step prunes routers only; a planned router stays.
+    assert [u["unit"] for u in H.stale_units(scanned, ["router"], planned)] == ["vllm-pd-router.service"]
+    assert H.stale_units(scanned, ["router"], planned + ["vllm-pd-router.service"]) == []
+
+
+def test_units_to_enable_are_the_steps_units_not_enabled_yet():
+    present = [dict(_scanned("vllm-pd-prefill-0.service", "engine"), unit_file_state="enabled"),
+               dict(_scanned("vllm-pd-router.service", "router"), unit_file_state="disabled")]
+    decode = dict(PREFILL, unit="vllm-pd-decode-0.service")  # written now: not on the host before
+    assert H.units_to_enable([PREFILL, ROUTER, decode], present, check_mode=False) == [
+        "vllm-pd-router.service", "vllm-pd-decode-0.service"]
+    # Check mode wrote nothing: a new unit is not there to enable.
+    assert H.units_to_enable([PREFILL, ROUTER, decode], present, check_mode=True) == ["vllm-pd-router.service"]
+    static = [dict(u, unit_file_state=state) for u, state in zip(present, ("static", "enabled-runtime"))]
+    assert H.units_to_enable([PREFILL, ROUTER], static, check_mode=False) == []
