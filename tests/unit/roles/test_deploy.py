@@ -584,3 +584,32 @@ def test_fetch_script_reads_its_env_file_without_evaluating_it(tmp_path):
                           "fetch", str(env)], capture_output=True, text=True, check=True)
     assert out.stdout == f"{token}|https://hf.example"
     assert not pwned.exists()
+
+
+_BAD_VALUE = {"int": "not-a-number", "bool": "maybe", "list": 123, "dict": 123}
+
+
+def _preflight_includes() -> list[dict]:
+    play = yaml.safe_load((REPO / "playbooks" / "_preflight.yml").read_text())[0]
+    return [task for task in play["tasks"] if "ansible.builtin.include_role" in task]
+
+
+@pytest.mark.parametrize("task", _preflight_includes(), ids=lambda t: t["ansible.builtin.include_role"]["name"])
+def test_the_preflight_play_checks_each_roles_inputs_before_its_tasks(tmp_path, task):
+    """The preflight play's include of a role's checks, run as written there with one input of the
+    wrong type: the role's argument spec refuses it, naming it, before the role's first task (the
+    play runs before any host changes; a .yml suffix in tasks_from silently skipped the check)."""
+    role = task["ansible.builtin.include_role"]["name"].rsplit(".", 1)[1]
+    specs = yaml.safe_load((ROLES / role / "meta" / "argument_specs.yml").read_text())["argument_specs"]
+    entry = task["ansible.builtin.include_role"]["tasks_from"]
+    assert entry in specs, f"{role}: tasks_from {entry!r} is not an entry point of its argument spec"
+    name, option = next((name, option) for name, option in specs[entry]["options"].items()
+                        if option.get("type") in _BAD_VALUE)
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text(yaml.safe_dump({"all": {"hosts": {"localhost": {name: _BAD_VALUE[option["type"]]}}}}))
+    argv, env = _playbook_command(tmp_path, inventory, [task])
+    run = subprocess.run(argv, capture_output=True, text=True, env=env, check=False, cwd=tmp_path)
+    assert run.returncode != 0
+    assert f"Validating arguments against arg spec '{entry}'" in run.stdout, run.stdout[-3000:]
+    assert re.search(rf"argument '?{name}'?", run.stdout + run.stderr), run.stdout[-3000:]
+    assert "Load the fleet plan" not in run.stdout
