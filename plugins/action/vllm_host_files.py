@@ -98,7 +98,7 @@ class ActionModule(ActionBase):
         groups = H.changed_groups(procs, units, H.inactive_units(procs, scanned),
                                   _strings(args.get("changed_images")), _strings(args.get("force_groups")))
         result.update(changed=bool(written.get("changed")), files=written.get("files", []),
-                      dirs=written.get("dirs", []), units=units, groups=groups, processes=procs, present=scanned,
+                      dirs=written.get("dirs", []), units=units, groups=groups, processes=procs,
                       stale=H.stale_units(scanned, _strings(args.get("kinds")), step["planned_units"]),
                       to_enable=H.units_to_enable(procs, scanned, bool(self._task.check_mode)))
         if "diff" in written:

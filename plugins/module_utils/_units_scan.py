@@ -24,6 +24,12 @@ _HEADER_FIELDS = re.compile(r"(\w+)=(\S*)")
 _SHOW_PROPERTIES = ("Id", "ActiveState", "SubState", "UnitFileState", "NRestarts")
 
 
+def unit_kind(plan_kind):
+    """A plan process kind as the scan reports it: mooncake_master and mooncake_store are one kind,
+    ``mooncake``, as the roles select them."""
+    return "mooncake" if plan_kind.startswith("mooncake") else plan_kind
+
+
 def parse_unit(path, text):
     """The header fields and the few directives status and teardown need, or None if unmanaged."""
     lines = text.splitlines()
@@ -81,9 +87,7 @@ def from_manifest(path, manifest_path, data):
     for key in _MANIFEST_FIELDS:
         value = data.get(key)
         info[key] = value if isinstance(value, str) else None
-    kind = data.get("kind") if isinstance(data.get("kind"), str) else "engine"
-    # the plan's mooncake_master / mooncake_store are one kind here, as the roles select them
-    info["kind"] = "mooncake" if kind.startswith("mooncake") else kind
+    info["kind"] = unit_kind(data.get("kind") if isinstance(data.get("kind"), str) else "engine")
     return info
 
 
@@ -127,10 +131,11 @@ def collect(unit_dirs, deployments, manifest_dir):
     return sorted(units, key=lambda u: u["unit"])
 
 
-def with_systemd_state(module, units):
-    """Add each unit's ActiveState, SubState, UnitFileState and NRestarts (one systemctl show call)."""
+def with_systemd_state(module, units, query=True):
+    """Add each unit's ActiveState, SubState, UnitFileState and NRestarts (one systemctl show call;
+    all None without ``query``)."""
     states = {}
-    if units:
+    if units and query:
         systemctl = module.get_bin_path("systemctl", required=True)
         cmd = [systemctl, "show", "--property=" + ",".join(_SHOW_PROPERTIES)] + [u["unit"] for u in units]
         rc, out, err = module.run_command(cmd)

@@ -137,14 +137,6 @@ processes:
   returned: always
   type: list
   elements: dict
-present:
-  description:
-    - The managed units of the plan's deployments found on this host after the write, with the fields
-      and systemd state M(vllm_fleet.recipes.vllm_units_info) reports (a unit written now is there,
-      not yet loaded by systemd).
-  returned: always
-  type: list
-  elements: dict
 to_enable:
   description:
     - Units of this step not enabled at boot (a new one included; in check mode, where nothing was

@@ -167,12 +167,7 @@ def main():
     )
     units = collect(module.params["unit_dirs"], set(module.params["deployments"] or ()),
                     module.params["manifest_dir"])
-    if module.params["systemd_state"]:
-        with_systemd_state(module, units)
-    else:
-        for info in units:
-            info.update(active_state=None, sub_state=None, unit_file_state=None, n_restarts=None)
-    module.exit_json(changed=False, units=units)
+    module.exit_json(changed=False, units=with_systemd_state(module, units, module.params["systemd_state"]))
 
 
 if __name__ == "__main__":

@@ -4,7 +4,8 @@
 
 Pure functions behind the ``vllm_host_files`` action (plugins/action/vllm_host_files.py): the
 action hands the selected files to the host, and works out from the files that changed which
-units and restart groups must restart. No Ansible import: unit tests call these directly.
+units and restart groups must restart. No ansible-core import (the scan's kind rule comes from
+module_utils/_units_scan, which has none either): unit tests call these directly.
 
 PRIVATE to the vllm_fleet.recipes collection: not a public API, may change
 without notice. Other collections must not import it.
@@ -15,6 +16,8 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Optional
+
+from ansible_collections.vllm_fleet.recipes.plugins.module_utils._units_scan import unit_kind
 
 UNIT_SUFFIX = ".service"
 #: Unit manifests (``<unit>.service.json``, _plan_model.UNIT_MANIFEST_DIR): they describe a unit
@@ -150,15 +153,10 @@ def unit_dirs(host_files: Sequence[PlanFile]) -> list[str]:
     return list(dict.fromkeys(dirs))
 
 
-def scanned_kind(kind: str) -> str:
-    """A plan process kind as the host's unit scan names it (both Mooncake kinds are 'mooncake')."""
-    return "mooncake" if kind.startswith("mooncake") else kind
-
-
 def stale_units(units_info: Sequence[Mapping[str, Any]], kinds: Iterable[str],
                 planned_units: Iterable[str]) -> list[dict]:
     """Units of these kinds on the host (as scanned) that the plan no longer places there."""
-    wanted = {scanned_kind(kind) for kind in kinds}
+    wanted = {unit_kind(kind) for kind in kinds}
     planned = set(planned_units)
     return [{key: u.get(key) for key in ("unit", "path", "env_file", "manifest", "deployment")}
             for u in units_info if u.get("kind") in wanted and u["unit"] not in planned]
