@@ -12,25 +12,32 @@ from collections.abc import Mapping
 
 from ansible.errors import AnsibleActionFail
 from ansible.module_utils.common.text.converters import to_text
+from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.vllm_fleet.recipes.plugins.action.vllm_plan import _plain
 
 try:
+    from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._errors import RecipeError
     from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._host_view import weights_view, with_presence
     from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._preflight import (
         CHECK_GROUPS,
+        QUEUE_FACT,
         Inputs,
         evaluate,
+        merge_queued,
         needs_view,
         probe_request,
+        queue_entry,
     )
     IMPORT_ERROR = None
 except ImportError as exc:  # pragma: no cover - surfaced as a task failure
     IMPORT_ERROR = exc
 
 PROBE_MODULE = "vllm_fleet.recipes.vllm_host_probe"
-VALID_ARGS = frozenset(("checks", "inputs"))
+VALID_ARGS = frozenset(("checks", "inputs", "defer", "queued"))
+#: The router check's read of each venv router's installed vllm-router (roles/router installs where it differs).
+ROUTER_VERSIONS_FACT = "vllm_fleet_router_versions"
 
 
 def parse_args(args: Mapping) -> tuple[list[str], dict]:
@@ -61,6 +68,22 @@ def parse_args(args: Mapping) -> tuple[list[str], dict]:
     return [to_text(c) for c in checks], _plain(dict(inputs))
 
 
+def parse_queue(args: Mapping) -> tuple[bool, list]:
+    """(``defer``, ``queued``) of the task; they do not go together."""
+    defer, queued = args.get("defer", False), args.get("queued") or []
+    try:
+        defer = boolean(defer, strict=True)
+    except TypeError as exc:
+        raise AnsibleActionFail(f"vllm_preflight: defer: got {defer!r}; expected a boolean") from exc
+    if not isinstance(queued, (list, tuple)):
+        raise AnsibleActionFail(f"vllm_preflight: queued: got {type(queued).__name__}; expected the list "
+                                f"{QUEUE_FACT} that deferred vllm_preflight tasks leave")
+    if defer and queued:
+        raise AnsibleActionFail("vllm_preflight: defer and queued do not go together: a task either queues "
+                                "its checks or runs the queue")
+    return defer, _plain(list(queued))
+
+
 class ActionModule(ActionBase):
     """Compute this host's weights view, probe the host once, run the checks."""
 
@@ -74,6 +97,15 @@ class ActionModule(ActionBase):
         if IMPORT_ERROR is not None:
             raise AnsibleActionFail(f"vllm_preflight cannot import the collection's plugin_utils: {IMPORT_ERROR}")
         checks, raw = parse_args(self._task.args)
+        defer, queued = parse_queue(self._task.args)
+        if defer:
+            queue = list(task_vars.get(QUEUE_FACT) or []) + [queue_entry(checks, raw)]
+            result.update(changed=False, ansible_facts={QUEUE_FACT: queue})
+            return result
+        try:
+            checks, raw = merge_queued(checks, raw, queued)
+        except RecipeError as exc:
+            raise AnsibleActionFail(f"vllm_preflight: {exc}") from exc
         inputs = Inputs(**raw)
         host = to_text(task_vars.get("inventory_hostname", ""))
         computed = needs_view(checks) and inputs.vllm_fleet_weights is None
@@ -97,6 +129,10 @@ class ActionModule(ActionBase):
             present = {name: entry["present"] for name, entry in (facts.get("weights") or {}).items()}
             view = with_presence(view, present)
             result["ansible_facts"] = {"vllm_fleet_weights": view}
+        if "packages" in facts:
+            result.setdefault("ansible_facts", {})[ROUTER_VERSIONS_FACT] = facts["packages"]
+        if queued:
+            result.setdefault("ansible_facts", {})[QUEUE_FACT] = []
         found = evaluate(inputs, checks, view, facts, host)
         result["changed"] = False
         if found.warnings:

@@ -11,9 +11,11 @@ Commands run through a ``run(argv) -> (rc, stdout, stderr)`` callable and the Hu
 
 from __future__ import annotations
 
+import glob
 import json
 import os
 import stat
+from importlib import metadata
 from fnmatch import fnmatch
 from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
 
@@ -169,6 +171,14 @@ def probe_docker(request: Mapping[str, Any], run: Run) -> dict[str, Any]:
     return out
 
 
+def installed_version(venv: str, name: str) -> Optional[str]:
+    """The version of package ``name`` in the venv at ``venv`` (its site-packages metadata), None when absent."""
+    site_dirs = sorted(glob.glob(os.path.join(venv, "lib", "python*", "site-packages")))
+    if not site_dirs:
+        return None
+    return next((dist.version for dist in metadata.distributions(name=name, path=site_dirs)), None)
+
+
 def probe(request: Mapping[str, Any], run: Run, fetch_json: FetchJson,
           read_text: Optional[Callable[[str], str]] = None) -> dict[str, Any]:
     """Everything ``request`` asks for, in one pass; keys absent from the request are absent here."""
@@ -187,6 +197,8 @@ def probe(request: Mapping[str, Any], run: Run, fetch_json: FetchJson,
         facts["network"] = dict(parse_ip_addr(stdout if rc == 0 else ""), interfaces=interface_names())
     if request.get("weights"):
         facts["weights"] = probe_weights(request["weights"], fetch_json)
+    if request.get("packages"):
+        facts["packages"] = {venv: installed_version(venv, name) for venv, name in request["packages"].items()}
     return facts
 
 

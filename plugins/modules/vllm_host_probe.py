@@ -34,6 +34,8 @@ options:
         C(tree_url), C(source)) tells whether each revision is finished; for one that is not, it
         reads the free space of C(free_space_path), the total file size of the Hub tree at
         C(tree_url) and whether C(source) exists.
+      - C(packages) (mapping of a venv directory to a package name) reads the version of the package
+        installed in each venv from its C(site-packages) metadata, without starting the venv's Python.
     type: dict
     required: true
 attributes:
@@ -105,6 +107,10 @@ facts:
       returned: when requested
     weights:
       description: Name -> C(present) and, when not, C(free_space), C(tree_bytes), C(source) as requested.
+      type: dict
+      returned: when requested
+    packages:
+      description: Venv directory -> the installed version of the requested package (null when absent).
       type: dict
       returned: when requested
 """

@@ -41,6 +41,25 @@ options:
       - Other keys are refused.
     type: dict
     required: true
+  defer:
+    description:
+      - Queue the checks instead of running them. The task reads nothing on the host and adds C({checks, inputs})
+        to the fact C(vllm_fleet_preflight_queue), leaving out the inputs every role passes alike
+        (C(vllm_fleet_host), C(vllm_fleet_deployments), C(vllm_fleet_weights)).
+      - A later task runs the whole queue with O(queued), reading the host once for the checks of every role.
+        C(playbooks/_preflight.yml) does so (each role's preflight task defers when C(vllm_fleet_preflight_defer)
+        is true).
+    type: bool
+    default: false
+  queued:
+    description:
+      - The queue that deferred tasks left (C(vllm_fleet_preflight_queue)). Its checks join O(checks) and its
+        inputs join O(inputs) in one run with one read of the host; two entries passing the same variable with
+        different values are refused. The task then empties the queue.
+      - Not together with O(defer).
+    type: list
+    elements: dict
+    default: []
 attributes:
   check_mode:
     support: full
@@ -74,15 +93,37 @@ EXAMPLES = r"""
     inputs:
       vllm_fleet_host: "{{ vllm_fleet_host }}"
       vllm_fleet_deployments: "{{ vllm_fleet_plan.plan.deployments }}"
+
+- name: Queue the fabric checks (the preflight play runs every role's checks at its end)
+  vllm_fleet.recipes.vllm_preflight:
+    checks: [fabric]
+    defer: true
+    inputs:
+      vllm_fleet_host: "{{ vllm_fleet_host }}"
+      vllm_fleet_deployments: "{{ vllm_fleet_plan.plan.deployments }}"
+      vllm_fabric_check: "{{ vllm_fabric_check }}"
+
+- name: Run the queued checks with one read of the host
+  vllm_fleet.recipes.vllm_preflight:
+    queued: "{{ vllm_fleet_preflight_queue | default([]) }}"
+    inputs:
+      vllm_fleet_host: "{{ vllm_fleet_host }}"
+      vllm_fleet_deployments: "{{ vllm_fleet_plan.plan.deployments }}"
 """
 
 RETURN = r"""
 ansible_facts:
-  description: C(vllm_fleet_weights), when this task computed the weights view (C(checks) empty or with
-    C(host) or C(weights), and no C(inputs.vllm_fleet_weights)).
-  returned: when computed
+  description:
+    - C(vllm_fleet_weights), when this task computed the weights view (C(checks) empty or with C(host) or
+      C(weights), and no C(inputs.vllm_fleet_weights)).
+    - C(vllm_fleet_preflight_queue), with O(defer) (the queue with this task's entry) or O(queued) (empty).
+  returned: when computed, queued or run from the queue
   type: dict
   contains:
+    vllm_fleet_preflight_queue:
+      description: The deferred checks, C({checks, inputs}) each, in the order they were queued.
+      type: list
+      elements: dict
     vllm_fleet_weights:
       description:
         - One entry per deployment this host serves whose weights are fetched before start

@@ -13,6 +13,7 @@ fabric interface), ``image``, ``weights``, ``fabric``, ``engine``, ``router``, `
 
 from __future__ import annotations
 
+import posixpath
 import re
 from dataclasses import dataclass, field, fields
 from typing import Any, Mapping, Optional, Sequence
@@ -34,6 +35,8 @@ CHECK_GROUPS = ("host", "image", "weights", "fabric", "engine", "router", "monit
 #: Groups that read this host's weights view (vllm_fleet_weights); ``[]`` computes only the view.
 VIEW_GROUPS = frozenset(("host", "weights"))
 DEFAULT_DOCKER = "/usr/bin/docker"
+#: The package the router role installs into each venv router's venv.
+ROUTER_PACKAGE = "vllm-router"
 DEFAULT_HUB = "https://huggingface.co"
 CDI_DIRS = ("/etc/cdi", "/var/run/cdi")
 ENGINE_KINDS = ("engine", "mooncake_master", "mooncake_store", "watchdog")
@@ -117,6 +120,49 @@ def needs_view(checks: Sequence[str]) -> bool:
     return not checks or bool(VIEW_GROUPS.intersection(checks))
 
 
+# --- queued checks: one host read for the checks of every role ---------------------------
+
+#: The fact a deferred check is queued in (playbooks/_preflight.yml runs the queue at its end).
+QUEUE_FACT = "vllm_fleet_preflight_queue"
+#: Inputs every role passes alike: a queued entry leaves them out (the run of the queue passes them once).
+SHARED_INPUTS = frozenset(("vllm_fleet_host", "vllm_fleet_deployments", "vllm_fleet_weights"))
+
+
+def queue_entry(checks: Sequence[str], inputs: Mapping[str, Any]) -> dict[str, Any]:
+    """What a deferred check leaves in the queue: its checks and the inputs only its role passes."""
+    return {"checks": list(checks), "inputs": {key: value for key, value in inputs.items() if key not in SHARED_INPUTS}}
+
+
+def merge_queued(checks: Sequence[str], inputs: Mapping[str, Any],
+                 queued: Sequence[Mapping[str, Any]]) -> tuple[list[str], dict[str, Any]]:
+    """``checks`` and ``inputs`` joined with the queued entries': one run, one host read, for all of them.
+
+    Two roles passing the same variable pass the same value (each role's default or the
+    inventory's); a difference is refused, naming the variable.
+    """
+    wanted = set(checks)
+    merged = dict(inputs)
+    for index, entry in enumerate(queued):
+        if not isinstance(entry, Mapping) or not isinstance(entry.get("checks"), (list, tuple)) \
+                or not isinstance(entry.get("inputs"), Mapping):
+            raise RecipeError(f"queued[{index}]", value=entry,
+                              expected="{checks: [...], inputs: {...}} as a deferred vllm_preflight task leaves it")
+        unknown = [check for check in entry["checks"] if check not in CHECK_GROUPS]
+        if unknown:
+            raise RecipeError(f"queued[{index}].checks", value=unknown, expected=f"any of {', '.join(CHECK_GROUPS)}")
+        foreign = sorted(set(entry["inputs"]) - set(Inputs.names()))
+        if foreign:
+            raise RecipeError(f"queued[{index}].inputs", value=foreign, expected=f"keys among {', '.join(Inputs.names())}")
+        wanted.update(entry["checks"])
+        for key, value in entry["inputs"].items():
+            if key in merged and merged[key] != value:
+                raise RecipeError(f"queued[{index}].inputs.{key}",
+                                  reason="differs from the value another check of the run passed; "
+                                         "the checks of one run read each variable once")
+            merged[key] = value
+    return [check for check in CHECK_GROUPS if check in wanted], merged
+
+
 # --- what the units' docker argv needs on the host -------------------------------------
 
 def _docker_pairs(inputs: Inputs) -> list[tuple[str, str]]:
@@ -192,6 +238,12 @@ def fabric_checked(inputs: Inputs) -> bool:
 
 # --- images -----------------------------------------------------------------------------
 
+def router_venvs(inputs: Inputs) -> list[str]:
+    """The venvs this host's venv routers run from (``<venv>/bin/vllm-router``)."""
+    return unique(posixpath.dirname(posixpath.dirname(proc["exec_start"][0]))
+                  for proc in processes_of_kind(inputs.processes, "router") if proc.get("runtime") == "venv")
+
+
 def image_references(inputs: Inputs) -> list[str]:
     return sorted(unique(proc["image"] for proc in inputs.docker_processes if proc.get("image")))
 
@@ -266,6 +318,8 @@ def probe_request(inputs: Inputs, checks: Sequence[str], view: Sequence[Mapping[
         engines = docker_processes(processes_of_kind(inputs.processes, *ENGINE_KINDS))
         if engines:
             request["docker_version"] = engines[0]["exec_start"][0]
+    if "router" in checks and router_venvs(inputs):
+        request["packages"] = {venv: ROUTER_PACKAGE for venv in router_venvs(inputs)}
     if paths:
         request["paths"] = unique(paths)
     return request

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from ansible.errors import AnsibleActionFail
 
-from ansible_collections.vllm_fleet.recipes.plugins.action.vllm_preflight import parse_args
+from ansible_collections.vllm_fleet.recipes.plugins.action.vllm_preflight import parse_args, parse_queue
 
 PLAN = {"vllm_fleet_host": {"processes": []}, "vllm_fleet_deployments": {}}
 
@@ -18,7 +18,7 @@ def test_accepted():
 
 
 @pytest.mark.parametrize("args, message", [
-    ({"inputs": PLAN, "check": ["host"]}, "vllm_preflight: unsupported option(s) check; supported: checks, inputs"),
+    ({"inputs": PLAN, "check": ["host"]}, "vllm_preflight: unsupported option(s) check; supported: checks, defer, inputs, queued"),
     ({"checks": "host", "inputs": PLAN}, "vllm_preflight: checks: got 'host'; expected a list of host, image, weights"),
     ({"checks": ["host", "disk"], "inputs": PLAN}, "vllm_preflight: checks: got disk; expected any of host, image"),
     ({"checks": []}, "vllm_preflight: inputs: got NoneType; expected a mapping of role variables"),
@@ -28,4 +28,22 @@ def test_accepted():
 def test_refused(args, message):
     with pytest.raises(AnsibleActionFail) as refused:
         parse_args(args)
+    assert str(refused.value).startswith(message)
+
+
+def test_defer_and_queued():
+    assert parse_queue({}) == (False, [])
+    assert parse_queue({"defer": "yes"}) == (True, [])
+    queued = [{"checks": ["fabric"], "inputs": {"vllm_fabric_check": True}}]
+    assert parse_queue({"queued": queued}) == (False, queued)
+
+
+@pytest.mark.parametrize("args, message", [
+    ({"defer": "maybe"}, "vllm_preflight: defer: got 'maybe'; expected a boolean"),
+    ({"queued": {"checks": []}}, "vllm_preflight: queued: got dict; expected the list vllm_fleet_preflight_queue"),
+    ({"defer": True, "queued": [{"checks": [], "inputs": {}}]}, "vllm_preflight: defer and queued do not go together"),
+])
+def test_defer_and_queued_refused(args, message):
+    with pytest.raises(AnsibleActionFail) as refused:
+        parse_queue(args)
     assert str(refused.value).startswith(message)

@@ -613,3 +613,24 @@ def test_the_preflight_play_checks_each_roles_inputs_before_its_tasks(tmp_path, 
     assert f"Validating arguments against arg spec '{entry}'" in run.stdout, run.stdout[-3000:]
     assert re.search(rf"argument '?{name}'?", run.stdout + run.stderr), run.stdout[-3000:]
     assert "Load the fleet plan" not in run.stdout
+
+
+@pytest.mark.parametrize("package, versions, expected", [
+    ("vllm-router==0.1.17", {"/opt/a": "0.1.17", "/opt/b": "0.1.9"}, ["/opt/b", "/opt/c"]),
+    ("vllm-router==0.1.17", {"/opt/a": "0.1.17", "/opt/b": "0.1.17", "/opt/c": "0.1.17"}, []),
+    ("vllm-router>=0.1", {"/opt/a": "0.1.17", "/opt/b": "0.1.17", "/opt/c": "0.1.17"}, ["/opt/a", "/opt/b", "/opt/c"]),
+])
+def test_the_router_role_installs_where_the_preflight_read_another_version(tmp_path, package, versions, expected):
+    """vllm_fleet_router_versions (the router check's read of each venv) decides where pip runs:
+    only venvs without the pinned version; every venv when the package is not pinned (pip decides)."""
+    router_vars = yaml.safe_load((ROLES / "router" / "vars" / "main.yml").read_text())
+    procs = [{"kind": "router", "runtime": "venv", "exec_start": [f"/opt/{name}/bin/vllm-router"]} for name in "abc"]
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text(yaml.safe_dump({"all": {"hosts": {"localhost": {
+        "vllm_fleet_host": {"processes": procs}, "vllm_router_package": package,
+        "vllm_fleet_router_versions": versions, **router_vars}}}}))
+    out = tmp_path / "venvs.json"
+    run = _run_playbook(tmp_path, inventory, [
+        {"ansible.builtin.copy": {"content": "{{ _router_venvs_to_install | to_json }}", "dest": str(out), "mode": "0600"}}])
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert json.loads(out.read_text()) == expected

@@ -160,3 +160,20 @@ def test_an_empty_request_reads_nothing():
         raise AssertionError(f"ran {argv}")
 
     assert H.probe({}, run, lambda url: None) == {}
+
+
+def _dist_info(venv, name, version, python="python3.11"):
+    site = venv / "lib" / python / "site-packages" / f"{name.replace('-', '_')}-{version}.dist-info"
+    site.mkdir(parents=True)
+    (site / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+
+
+def test_installed_versions_come_from_the_venvs_metadata(tmp_path):
+    """The router check reads each venv's vllm-router without starting the venv's Python."""
+    _dist_info(tmp_path / "pinned", "vllm-router", "0.1.17")
+    _dist_info(tmp_path / "old", "vllm_router", "0.1.9", python="python3.10")
+    _dist_info(tmp_path / "other", "requests", "2.32.0")
+    venvs = {str(tmp_path / name): "vllm-router" for name in ("pinned", "old", "other", "missing")}
+    facts = H.probe({"packages": venvs}, run=None, fetch_json=None)
+    assert facts == {"packages": {str(tmp_path / "pinned"): "0.1.17", str(tmp_path / "old"): "0.1.9",
+                                  str(tmp_path / "other"): None, str(tmp_path / "missing"): None}}

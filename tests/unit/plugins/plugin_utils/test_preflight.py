@@ -208,3 +208,53 @@ def test_monitoring_thresholds_are_checked_with_the_rules():
         "vllm_monitoring_alerts: got ['x'] (list); expected a mapping of threshold names to values"]
     message, = P.monitoring_threshold_errors({"no_such_threshold": 1})
     assert "vllm_monitoring_alerts.no_such_threshold" in message
+
+
+# --- queued checks: the preflight play's one host read for every role ---------------------
+
+def test_a_queue_entry_keeps_only_its_roles_inputs():
+    shared = {"vllm_fleet_host": HOST_SHARE, "vllm_fleet_deployments": DEPLOYMENTS, "vllm_fleet_weights": None}
+    entry = P.queue_entry(["fabric"], dict(shared, vllm_fabric_check=False))
+    assert entry == {"checks": ["fabric"], "inputs": {"vllm_fabric_check": False}}
+
+
+def test_the_queue_joins_checks_in_group_order_and_inputs_into_one_run():
+    given = {"vllm_fleet_host": HOST_SHARE, "vllm_fleet_deployments": DEPLOYMENTS}
+    queued = [P.queue_entry(["host"], {"vllm_weights_origin": {"glm": "b"}, "vllm_preflight_query_hub": False}),
+              P.queue_entry(["router"], {"vllm_router_package": "vllm-router==0.1.17"}),
+              P.queue_entry(["weights"], {"vllm_weights_origin": {"glm": "b"}}),
+              P.queue_entry(["fabric"], {"vllm_fabric_check": "no"})]
+    checks, merged = P.merge_queued([], given, queued)
+    assert checks == ["host", "weights", "fabric", "router"]
+    assert merged == dict(given, vllm_weights_origin={"glm": "b"}, vllm_preflight_query_hub=False,
+                          vllm_router_package="vllm-router==0.1.17", vllm_fabric_check="no")
+    # the run reads the host once for all of them: the union of what each check alone asks for
+    view = weights_view(HOST_SHARE["processes"], DEPLOYMENTS)
+    alone = {key for entry in queued for key in P.probe_request(P.Inputs(**dict(given, **entry["inputs"])),
+                                                                entry["checks"], view, HOST)}
+    assert set(P.probe_request(P.Inputs(**merged), checks, view, HOST)) == alone
+    assert P.merge_queued(["engine"], given, []) == (["engine"], given)
+
+
+@pytest.mark.parametrize("queued, message", [
+    ([{"checks": "fabric", "inputs": {}}], "queued[0]: got "),
+    ([{"checks": ["fabric"]}], "queued[0]: got "),
+    ([{"checks": ["host"], "inputs": {}}, {"checks": ["disk"], "inputs": {}}], "queued[1].checks: got ['disk'] (list); expected any of host"),
+    ([{"checks": ["router"], "inputs": {"vllm_router_pkg": "x"}}], "queued[0].inputs: got ['vllm_router_pkg'] (list); expected keys among"),
+    ([{"checks": ["host"], "inputs": {"vllm_weights_origin": {"glm": "a"}}},
+      {"checks": ["weights"], "inputs": {"vllm_weights_origin": {"glm": "b"}}}],
+     "queued[1].inputs.vllm_weights_origin: differs from the value another check of the run passed"),
+])
+def test_a_malformed_or_contradictory_queue_is_refused(queued, message):
+    with pytest.raises(P.RecipeError) as refused:
+        P.merge_queued([], {"vllm_fleet_host": HOST_SHARE, "vllm_fleet_deployments": DEPLOYMENTS}, queued)
+    assert str(refused.value).startswith(message)
+
+
+def test_the_router_check_reads_the_venv_routers_installed_version():
+    venv_router = _engine("glm", "a", kind="router", runtime="venv", image=None, unit="router-venv.service",
+                          exec_start=["/opt/vllm-router/bin/vllm-router", "--port", "8000"])
+    given = P.Inputs(vllm_fleet_host=dict(HOST_SHARE, processes=[GLM_A, ROUTER_A, venv_router]),
+                     vllm_fleet_deployments=DEPLOYMENTS)
+    assert P.probe_request(given, ["router"], [], HOST) == {"packages": {"/opt/vllm-router": "vllm-router"}}
+    assert P.probe_request(given, ["engine"], [], HOST).get("packages") is None
