@@ -28,7 +28,7 @@ try:
         merge_queued,
         needs_view,
         probe_request,
-        queue_entry,
+        queued_with,
     )
     IMPORT_ERROR = None
 except ImportError as exc:  # pragma: no cover - surfaced as a task failure
@@ -99,7 +99,7 @@ class ActionModule(ActionBase):
         checks, raw = parse_args(self._task.args)
         defer, queued = parse_queue(self._task.args)
         if defer:
-            queue = list(task_vars.get(QUEUE_FACT) or []) + [queue_entry(checks, raw)]
+            queue = queued_with(task_vars.get(QUEUE_FACT), checks, raw)
             result.update(changed=False, ansible_facts={QUEUE_FACT: queue})
             return result
         try:

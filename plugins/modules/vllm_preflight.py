@@ -45,7 +45,8 @@ options:
     description:
       - Queue the checks instead of running them. The task reads nothing on the host and adds C({checks, inputs})
         to the fact C(vllm_fleet_preflight_queue), leaving out the inputs every role passes alike
-        (C(vllm_fleet_host), C(vllm_fleet_deployments), C(vllm_fleet_weights)).
+        (C(vllm_fleet_host), C(vllm_fleet_deployments), C(vllm_fleet_weights)). An earlier entry of the same
+        checks is replaced, so each group of checks is queued once.
       - A later task runs the whole queue with O(queued), reading the host once for the checks of every role.
         C(playbooks/_preflight.yml) does so (each role's preflight task defers when C(vllm_fleet_preflight_defer)
         is true).

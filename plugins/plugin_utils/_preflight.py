@@ -133,6 +133,14 @@ def queue_entry(checks: Sequence[str], inputs: Mapping[str, Any]) -> dict[str, A
     return {"checks": list(checks), "inputs": {key: value for key, value in inputs.items() if key not in SHARED_INPUTS}}
 
 
+def queued_with(queue: Any, checks: Sequence[str], inputs: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """``queue`` with this deferred check as its last entry, replacing an earlier entry of the same checks
+    (a role deferring again, or an entry left by a run that stopped before the queue ran)."""
+    entry = queue_entry(checks, inputs)
+    earlier = queue if isinstance(queue, (list, tuple)) else []
+    return [old for old in earlier if not (isinstance(old, Mapping) and old.get("checks") == entry["checks"])] + [entry]
+
+
 def merge_queued(checks: Sequence[str], inputs: Mapping[str, Any],
                  queued: Sequence[Mapping[str, Any]]) -> tuple[list[str], dict[str, Any]]:
     """``checks`` and ``inputs`` joined with the queued entries': one run, one host read, for all of them.

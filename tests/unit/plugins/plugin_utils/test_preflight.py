@@ -258,3 +258,13 @@ def test_the_router_check_reads_the_venv_routers_installed_version():
                      vllm_fleet_deployments=DEPLOYMENTS)
     assert P.probe_request(given, ["router"], [], HOST) == {"packages": {"/opt/vllm-router": "vllm-router"}}
     assert P.probe_request(given, ["engine"], [], HOST).get("packages") is None
+
+
+def test_a_check_queued_again_replaces_its_earlier_entry():
+    """A role deferring twice (or an entry left by a run that stopped before the queue ran) is queued once, as last passed."""
+    queue = P.queued_with(None, ["router"], {"vllm_router_package": "vllm-router==0.1.9"})
+    queue = P.queued_with(queue, ["fabric"], {"vllm_fabric_check": True})
+    queue = P.queued_with(queue, ["router"], {"vllm_router_package": "vllm-router==0.1.17"})
+    assert queue == [{"checks": ["fabric"], "inputs": {"vllm_fabric_check": True}},
+                     {"checks": ["router"], "inputs": {"vllm_router_package": "vllm-router==0.1.17"}}]
+    assert P.merge_queued([], {}, queue)[1] == {"vllm_fabric_check": True, "vllm_router_package": "vllm-router==0.1.17"}
