@@ -38,6 +38,8 @@ PROBE_MODULE = "vllm_fleet.recipes.vllm_host_probe"
 VALID_ARGS = frozenset(("checks", "inputs", "defer", "queued"))
 #: The router check's read of each venv router's installed vllm-router (roles/router installs where it differs).
 ROUTER_VERSIONS_FACT = "vllm_fleet_router_versions"
+#: The host check's read of which image references the host has (roles/image skips pulls that would change nothing).
+IMAGES_FACT = "vllm_fleet_images_present"
 
 
 def parse_args(args: Mapping) -> tuple[list[str], dict]:
@@ -131,6 +133,8 @@ class ActionModule(ActionBase):
             result["ansible_facts"] = {"vllm_fleet_weights": view}
         if "packages" in facts:
             result.setdefault("ansible_facts", {})[ROUTER_VERSIONS_FACT] = facts["packages"]
+        if "images" in facts:
+            result.setdefault("ansible_facts", {})[IMAGES_FACT] = facts["images"]
         if queued:
             result.setdefault("ansible_facts", {})[QUEUE_FACT] = []
         found = evaluate(inputs, checks, view, facts, host)

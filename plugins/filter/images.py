@@ -24,12 +24,14 @@ def _mapping(value: Any, key: str) -> Mapping[str, Any]:
 
 def image_pulls_filter(references: Sequence[str], mirrors: Optional[Mapping[str, str]] = None,
                        digests: Optional[Mapping[str, str]] = None, archives: Optional[Mapping[str, str]] = None,
-                       policy: str = "not_present") -> list[dict[str, object]]:
+                       policy: str = "not_present",
+                       present: Optional[Mapping[str, bool]] = None) -> list[dict[str, object]]:
     if isinstance(references, (str, bytes)) or not all(isinstance(ref, str) for ref in references):
         raise AnsibleFilterError(f"image_pulls: got {references!r}; expected a list of image references")
     return _image_refs.image_pulls(references, _mapping(mirrors, "vllm_image_registry_mirrors"),
                                    _mapping(digests, "vllm_image_digests"),
-                                   _mapping(archives, "vllm_image_archives"), policy)
+                                   _mapping(archives, "vllm_image_archives"), policy,
+                                   _mapping(present, "vllm_fleet_images_present"))
 
 
 class FilterModule:

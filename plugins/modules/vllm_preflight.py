@@ -118,9 +118,18 @@ ansible_facts:
     - C(vllm_fleet_weights), when this task computed the weights view (C(checks) empty or with C(host) or
       C(weights), and no C(inputs.vllm_fleet_weights)).
     - C(vllm_fleet_preflight_queue), with O(defer) (the queue with this task's entry) or O(queued) (empty).
-  returned: when computed, queued or run from the queue
+    - C(vllm_fleet_images_present) and C(vllm_fleet_router_versions), when the host was read for them.
+  returned: when computed, queued, run from the queue or read
   type: dict
   contains:
+    vllm_fleet_images_present:
+      description: The C(host) check's read of the images the units run - reference -> whether the host has it.
+        Role image leaves out the pulls that would change nothing there.
+      type: dict
+    vllm_fleet_router_versions:
+      description: The C(router) check's read of each venv router's venv - directory -> the installed
+        vllm-router version (null when none). Role router installs only where it is not the pinned one.
+      type: dict
     vllm_fleet_preflight_queue:
       description: The deferred checks, C({checks, inputs}) each, in the order they were queued.
       type: list

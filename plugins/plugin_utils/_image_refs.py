@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import asdict, dataclass
-from typing import Mapping, Sequence
+from typing import Mapping, Optional, Sequence
 
 __all__ = ["ImagePull", "image_pulls", "parse_reference"]
 
@@ -85,7 +85,15 @@ def image_pull(reference: str, mirrors: Mapping[str, str], digests: Mapping[str,
 
 
 def image_pulls(references: Sequence[str], mirrors: Mapping[str, str], digests: Mapping[str, str],
-                archives: Mapping[str, str], policy: str) -> list[dict[str, object]]:
-    """The pulls of ``references`` (archived ones left out), sorted and de-duplicated, as dicts."""
-    return [asdict(image_pull(reference, mirrors, digests, policy))
-            for reference in sorted(set(references)) if reference not in archives]
+                archives: Mapping[str, str], policy: str,
+                present: Optional[Mapping[str, bool]] = None) -> list[dict[str, object]]:
+    """The pulls of ``references`` (archived ones left out), sorted and de-duplicated, as dicts.
+
+    ``present``: references the host is known to have (the preflight's read of it). A pull that
+    would change nothing there is left out: policy ``not_present``, pulled under its own name.
+    """
+    pulls = [image_pull(reference, mirrors, digests, policy)
+             for reference in sorted(set(references)) if reference not in archives]
+    known = present or {}
+    return [asdict(pull) for pull in pulls
+            if not (pull.pull == "not_present" and not pull.tag and known.get(pull.reference) is True)]

@@ -498,8 +498,8 @@ def test_deploy_playbook_shape():
     expected = list(DEPLOY_ROLES)
     expected.insert(expected.index("image") + 1, "image:argv_check")
     assert order == expected
-    includes = [t for t in preflight_play["tasks"] if "ansible.builtin.include_role" in t]
-    preflight = [t["ansible.builtin.include_role"]["name"].rsplit(".", 1)[1] for t in includes]
+    imports = [t for t in preflight_play["tasks"] if "ansible.builtin.import_role" in t]
+    preflight = [t["ansible.builtin.import_role"]["name"].rsplit(".", 1)[1] for t in imports]
     assert preflight == list(DEPLOY_ROLES[1:])
     assert preflight_play["tasks"][-1]["ansible.builtin.set_fact"] == {"vllm_fleet_preflight_done": True}
     for play in [preflight_play] + plays:
@@ -589,19 +589,19 @@ def test_fetch_script_reads_its_env_file_without_evaluating_it(tmp_path):
 _BAD_VALUE = {"int": "not-a-number", "bool": "maybe", "list": 123, "dict": 123}
 
 
-def _preflight_includes() -> list[dict]:
+def _preflight_imports() -> list[dict]:
     play = yaml.safe_load((REPO / "playbooks" / "_preflight.yml").read_text())[0]
-    return [task for task in play["tasks"] if "ansible.builtin.include_role" in task]
+    return [task for task in play["tasks"] if "ansible.builtin.import_role" in task]
 
 
-@pytest.mark.parametrize("task", _preflight_includes(), ids=lambda t: t["ansible.builtin.include_role"]["name"])
+@pytest.mark.parametrize("task", _preflight_imports(), ids=lambda t: t["ansible.builtin.import_role"]["name"])
 def test_the_preflight_play_checks_each_roles_inputs_before_its_tasks(tmp_path, task):
-    """The preflight play's include of a role's checks, run as written there with one input of the
+    """The preflight play's import of a role's checks, run as written there with one input of the
     wrong type: the role's argument spec refuses it, naming it, before the role's first task (the
     play runs before any host changes; a .yml suffix in tasks_from silently skipped the check)."""
-    role = task["ansible.builtin.include_role"]["name"].rsplit(".", 1)[1]
+    role = task["ansible.builtin.import_role"]["name"].rsplit(".", 1)[1]
     specs = yaml.safe_load((ROLES / role / "meta" / "argument_specs.yml").read_text())["argument_specs"]
-    entry = task["ansible.builtin.include_role"]["tasks_from"]
+    entry = task["ansible.builtin.import_role"]["tasks_from"]
     assert entry in specs, f"{role}: tasks_from {entry!r} is not an entry point of its argument spec"
     name, option = next((name, option) for name, option in specs[entry]["options"].items()
                         if option.get("type") in _BAD_VALUE)

@@ -81,3 +81,19 @@ def test_the_filter_leaves_archives_out_and_lists_each_reference_once_in_order()
 def test_the_filter_names_the_input_it_cannot_read(args, named):
     with pytest.raises(AnsibleFilterError, match=named):
         image_pulls_filter(*args)
+
+
+def test_a_pull_that_would_change_nothing_on_the_host_is_left_out():
+    """The preflight's read of the host (vllm_fleet_images_present): a not_present pull of a reference the
+    host has is a no-op, so it is left out; a mirrored or pinned one (pulled under another name), an
+    `always` pull and a reference the host lacks are kept."""
+    refs = ["reg.example/plain:v1", "vllm/vllm-openai:v1", "pinned/engine:v1", "absent/engine:v1"]
+    present = {ref: True for ref in refs[:3]} | {"absent/engine:v1": False}
+    got = image_pulls_filter(refs, {}, {"pinned/engine:v1": PIN}, {}, "not_present", present)
+    assert [(p["reference"], p["tag"]) for p in got] == [("absent/engine:v1", False), ("pinned/engine:v1", True)]
+    always = image_pulls_filter(refs, {}, {}, {}, "always", present)
+    assert [p["reference"] for p in always] == sorted(refs)
+    mirrored = image_pulls_filter(refs, {"docker.io": MIRROR}, {}, {}, "not_present", present)
+    assert [p["reference"] for p in mirrored] == ["absent/engine:v1", "pinned/engine:v1", "vllm/vllm-openai:v1"]
+    with pytest.raises(AnsibleFilterError, match="vllm_fleet_images_present is a list"):
+        image_pulls_filter(refs, {}, {}, {}, "not_present", ["vllm/vllm-openai:v1"])
