@@ -244,13 +244,15 @@ def fabric_checked(inputs: Inputs) -> bool:
     return boolean(inputs.vllm_fabric_check, strict=False)
 
 
-# --- images -----------------------------------------------------------------------------
+# --- routers ----------------------------------------------------------------------------
 
 def router_venvs(inputs: Inputs) -> list[str]:
     """The venvs this host's venv routers run from (``<venv>/bin/vllm-router``)."""
     return unique(posixpath.dirname(posixpath.dirname(proc["exec_start"][0]))
                   for proc in processes_of_kind(inputs.processes, "router") if proc.get("runtime") == "venv")
 
+
+# --- images -----------------------------------------------------------------------------
 
 def image_references(inputs: Inputs) -> list[str]:
     return sorted(unique(proc["image"] for proc in inputs.docker_processes if proc.get("image")))
@@ -326,8 +328,9 @@ def probe_request(inputs: Inputs, checks: Sequence[str], view: Sequence[Mapping[
         engines = docker_processes(processes_of_kind(inputs.processes, *ENGINE_KINDS))
         if engines:
             request["docker_version"] = engines[0]["exec_start"][0]
-    if "router" in checks and router_venvs(inputs):
-        request["packages"] = {venv: ROUTER_PACKAGE for venv in router_venvs(inputs)}
+    venvs = router_venvs(inputs) if "router" in checks else []
+    if venvs:
+        request["packages"] = {venv: ROUTER_PACKAGE for venv in venvs}
     if paths:
         request["paths"] = unique(paths)
     return request
