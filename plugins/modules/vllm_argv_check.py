@@ -120,6 +120,8 @@ options:
     description: Seconds one checker run may take (importing vLLM takes 10-300 s on a loaded host).
     type: int
     default: 900
+extends_documentation_fragment:
+  - vllm_fleet.recipes.read_only
 attributes:
   check_mode:
     support: full
@@ -127,9 +129,6 @@ attributes:
       - Runs the same in check mode; it only reads the image and writes its own cache.
       - In check mode an image that is not on the host yet (the pull only said it would pull it) is
         not checked; RV(skipped_reason) says so.
-  diff_mode:
-    support: none
-    description: Changes nothing, so there is nothing to diff.
   idempotent:
     support: full
     description: Changes nothing the fleet runs; RV(ignore:changed) is always false.

@@ -64,16 +64,12 @@ options:
     description: The docker CLI.
     type: path
     default: /usr/bin/docker
+extends_documentation_fragment:
+  - vllm_fleet.recipes.read_only
 attributes:
-  check_mode:
-    support: full
-    description: Read-only; runs the same in check mode.
   diff_mode:
     support: full
     description: Returns the unified diff of every differing file whose planned content was given, and of a differing command or env.
-  idempotent:
-    support: full
-    description: Changes nothing; RV(ignore:changed) is always false.
   platform:
     support: full
     platforms: posix

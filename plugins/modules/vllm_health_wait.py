@@ -55,16 +55,12 @@ options:
       - no_log, so an API key in them never reaches the host's journal.
     type: dict
     default: {}
+extends_documentation_fragment:
+  - vllm_fleet.recipes.read_only
 attributes:
   check_mode:
     support: full
     description: Read-only; it runs in check mode too, so a check run reports a process that is down.
-  diff_mode:
-    support: none
-    description: Changes nothing.
-  idempotent:
-    support: full
-    description: Changes nothing.
   platform:
     support: full
     platforms: posix

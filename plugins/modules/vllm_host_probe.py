@@ -38,16 +38,9 @@ options:
         installed in each venv from its C(site-packages) metadata, without starting the venv's Python.
     type: dict
     required: true
+extends_documentation_fragment:
+  - vllm_fleet.recipes.read_only
 attributes:
-  check_mode:
-    support: full
-    description: Read-only; runs the same in check mode.
-  diff_mode:
-    support: none
-    description: Changes nothing, so there is no diff.
-  idempotent:
-    support: full
-    description: Changes nothing.
   platform:
     support: full
     platforms: posix

@@ -45,16 +45,9 @@ options:
       - Query systemd for the state of each unit. Without it, only the files are read.
     type: bool
     default: true
+extends_documentation_fragment:
+  - vllm_fleet.recipes.read_only
 attributes:
-  check_mode:
-    support: full
-    description: Read-only; runs the same in check mode.
-  diff_mode:
-    support: none
-    description: Changes nothing, so there is no diff.
-  idempotent:
-    support: full
-    description: Changes nothing.
   platform:
     support: full
     platforms: posix

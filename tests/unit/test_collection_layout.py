@@ -321,6 +321,31 @@ def test_ansible_doc_attributes_each_filter_to_its_own_docs():
         assert entry["doc"]["name"] == name, f"ansible-doc shows {entry['doc']['name']!r}'s docs for {name!r}"
 
 
+#: Host modules that change nothing the fleet runs; their shared attributes come from one fragment.
+READ_ONLY_MODULES = ("vllm_argv_check", "vllm_drift_info", "vllm_health_wait", "vllm_host_probe", "vllm_units_info")
+
+
+def test_read_only_modules_share_the_fragment_and_keep_their_own_fields():
+    """ansible-doc merges doc_fragments/read_only.py under each module's own attribute fields."""
+    tree = ast.parse((REPO_ROOT / "plugins" / "doc_fragments" / "read_only.py").read_text(encoding="utf-8"))
+    fragment_class = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "ModuleDocFragment")
+    fragment = yaml.safe_load(next(n.value.value for n in fragment_class.body if isinstance(n, ast.Assign)
+                                   and getattr(n.targets[0], "id", "") == "DOCUMENTATION"))
+    cmd = [sys.executable, "-m", "ansible.cli.doc", "--json", *(FQCN_PREFIX + m for m in READ_ONLY_MODULES)]
+    result = subprocess.run(cmd, capture_output=True, text=True, check=False, cwd=REPO_ROOT)
+    assert result.returncode == 0, result.stderr
+    docs = json.loads(result.stdout)
+    for name in READ_ONLY_MODULES:
+        own = yaml.safe_load(module_level_strings(REPO_ROOT / "plugins" / "modules" / f"{name}.py")["DOCUMENTATION"])
+        assert FQCN_PREFIX + "read_only" in own.get("extends_documentation_fragment", []), name
+        merged = docs[FQCN_PREFIX + name]["doc"]
+        for key, shared in fragment["attributes"].items():
+            expected = {**shared, **(own.get("attributes") or {}).get(key, {})}
+            assert merged["attributes"][key] == expected, f"{name}: attributes.{key}"
+        assert merged["attributes"]["check_mode"]["support"] == "full", name
+        assert fragment["notes"][0] in merged["notes"], name
+    assert docs[FQCN_PREFIX + "vllm_drift_info"]["doc"]["attributes"]["diff_mode"]["support"] == "full"
+
 # ---------------------------------------------------------------------------
 # The checks catch what they claim to (small trees under tmp_path)
 # ---------------------------------------------------------------------------
