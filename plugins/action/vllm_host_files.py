@@ -13,18 +13,20 @@ No file content is returned; secret files get no diff.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Optional
 
 from ansible.errors import AnsibleActionFail
 from ansible.module_utils.common.text.converters import to_text
 from ansible.plugins.action import ActionBase
 from ansible_collections.vllm_fleet.recipes.plugins.module_utils._file_diffs import with_after, without_journal_entry
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._requirements import missing_requirement
 
 try:
     from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils import _host_files as H
+except ImportError as exc:  # raised at use, with the package to install
+    IMPORT_ERROR: Optional[ImportError] = exc
+else:
     IMPORT_ERROR = None
-except ImportError as exc:  # pragma: no cover - surfaced as a task failure
-    IMPORT_ERROR = exc
 
 WRITER = "vllm_fleet.recipes.vllm_files_write"
 
@@ -72,7 +74,7 @@ class ActionModule(ActionBase):
         del tmp
         task_vars = task_vars or {}
         if IMPORT_ERROR is not None:
-            raise AnsibleActionFail(f"vllm_host_files cannot import the collection's plugin_utils: {IMPORT_ERROR}")
+            raise AnsibleActionFail(missing_requirement("vllm_fleet.recipes.vllm_host_files", IMPORT_ERROR))
         args = self._task.args
         unknown = sorted(set(args) - self._VALID_ARGS)
         if unknown:

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from typing import Optional
 
 from ansible.errors import AnsibleActionFail
 from ansible.module_utils.common.text.converters import to_native, to_text
 from ansible.plugins.action import ActionBase
 from ansible_collections.vllm_fleet.recipes.plugins.module_utils._atomic_write import atomic_write
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._requirements import missing_requirement
 
 try:
     from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._catalog import load_catalog
@@ -27,9 +29,10 @@ try:
         install_manifest,
         render,
     )
+except ImportError as exc:  # raised at use, with the package to install
+    IMPORT_ERROR: Optional[ImportError] = exc
+else:
     IMPORT_ERROR = None
-except ImportError as exc:  # pragma: no cover - surfaced as a task failure
-    IMPORT_ERROR = exc
 
 MANIFEST = ".vllm-render-manifest"
 
@@ -111,7 +114,7 @@ class ActionModule(ActionBase):
         del tmp
         task_vars = task_vars or {}
         if IMPORT_ERROR is not None:
-            raise AnsibleActionFail(f"vllm_plan cannot import the collection's plugin_utils: {IMPORT_ERROR}")
+            raise AnsibleActionFail(missing_requirement("vllm_fleet.recipes.vllm_plan", IMPORT_ERROR))
 
         args = self._task.args
         unknown = sorted(set(args) - self._VALID_ARGS)

@@ -9,6 +9,7 @@ once, by the vllm_host_probe module. Documentation: ``plugins/modules/vllm_prefl
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Optional
 
 from ansible.errors import AnsibleActionFail
 from ansible.module_utils.common.text.converters import to_text
@@ -16,6 +17,7 @@ from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.vllm_fleet.recipes.plugins.action.vllm_plan import _plain
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._requirements import missing_requirement
 
 try:
     from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._errors import RecipeError
@@ -30,9 +32,10 @@ try:
         probe_request,
         queued_with,
     )
+except ImportError as exc:  # raised at use, with the package to install
+    IMPORT_ERROR: Optional[ImportError] = exc
+else:
     IMPORT_ERROR = None
-except ImportError as exc:  # pragma: no cover - surfaced as a task failure
-    IMPORT_ERROR = exc
 
 PROBE_MODULE = "vllm_fleet.recipes.vllm_host_probe"
 VALID_ARGS = frozenset(("checks", "inputs", "defer", "queued"))
@@ -97,7 +100,7 @@ class ActionModule(ActionBase):
         del tmp
         task_vars = task_vars or {}
         if IMPORT_ERROR is not None:
-            raise AnsibleActionFail(f"vllm_preflight cannot import the collection's plugin_utils: {IMPORT_ERROR}")
+            raise AnsibleActionFail(missing_requirement("vllm_fleet.recipes.vllm_preflight", IMPORT_ERROR))
         checks, raw = parse_args(self._task.args)
         defer, queued = parse_queue(self._task.args)
         if defer:

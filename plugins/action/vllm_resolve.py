@@ -9,15 +9,17 @@ from typing import Any, Optional
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._requirements import missing_requirement
+
 try:
     from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._catalog import load_catalog
     from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._engine import resolve
     from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._errors import RecipeError
     from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._loader import load_recipe_ref
-except ImportError as exc:  # pydantic and PyYAML come from requirements.txt
-    ENGINE_IMPORT_ERROR: Optional[ImportError] = exc
+except ImportError as exc:  # raised at use, with the package to install
+    IMPORT_ERROR: Optional[ImportError] = exc
 else:
-    ENGINE_IMPORT_ERROR = None
+    IMPORT_ERROR = None
 
 
 class ActionModule(ActionBase):
@@ -36,8 +38,8 @@ class ActionModule(ActionBase):
             "cache_dir": {"type": "path"},
             "strict": {"type": "bool", "default": True},
         })
-        if ENGINE_IMPORT_ERROR is not None:
-            raise AnsibleActionFail(f"vllm_fleet.recipes needs its Python requirements: {ENGINE_IMPORT_ERROR}")
+        if IMPORT_ERROR is not None:
+            raise AnsibleActionFail(missing_requirement("vllm_fleet.recipes.vllm_resolve", IMPORT_ERROR))
         try:
             catalog = load_catalog(args["catalog_dir"]) if args["catalog_dir"] else load_catalog()
             recipe = load_recipe_ref(args["recipe"], catalog=catalog, cache_dir=args["cache_dir"])

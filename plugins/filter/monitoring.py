@@ -12,19 +12,20 @@ from typing import Any, Mapping, Optional, Sequence
 
 from ansible.errors import AnsibleFilterError
 
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._requirements import missing_requirement
+
 try:
     from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils import _monitoring
     from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._errors import RecipeError
-except ImportError as exc:  # pydantic and PyYAML come from requirements.txt
-    MONITORING_IMPORT_ERROR: Optional[ImportError] = exc
+except ImportError as exc:  # raised at use, with the package to install
+    IMPORT_ERROR: Optional[ImportError] = exc
 else:
-    MONITORING_IMPORT_ERROR = None
+    IMPORT_ERROR = None
 
 
-def _ready() -> None:
-    if MONITORING_IMPORT_ERROR is not None:
-        raise AnsibleFilterError(f"vllm_fleet.recipes needs its Python requirements (pydantic, PyYAML): "
-                                 f"{MONITORING_IMPORT_ERROR}")
+def _ready(name: str) -> None:
+    if IMPORT_ERROR is not None:
+        raise AnsibleFilterError(missing_requirement(f"vllm_fleet.recipes.{name}", IMPORT_ERROR))
 
 
 def _plan(plan: Any) -> Mapping[str, Any]:
@@ -38,12 +39,12 @@ def _plan(plan: Any) -> Mapping[str, Any]:
 
 
 def prometheus_file_sd_filter(plan: Any) -> dict:
-    _ready()
+    _ready("prometheus_file_sd")
     return {name.rsplit("/", 1)[1]: text for name, text in _monitoring.file_sd_files(_plan(plan)).items()}
 
 
 def prometheus_rules_filter(thresholds: Optional[Mapping[str, Any]] = None) -> str:
-    _ready()
+    _ready("prometheus_rules")
     if thresholds is not None and not isinstance(thresholds, Mapping):
         raise AnsibleFilterError(f"vllm_monitoring_alerts: got {thresholds!r} ({type(thresholds).__name__}); "
                                  "expected a mapping of threshold names to values")
@@ -54,7 +55,7 @@ def prometheus_rules_filter(thresholds: Optional[Mapping[str, Any]] = None) -> s
 
 
 def fleet_figures_filter(scrapes: Sequence[Mapping[str, Any]]) -> dict:
-    _ready()
+    _ready("fleet_figures")
     if not isinstance(scrapes, Sequence) or isinstance(scrapes, (str, bytes)):
         raise AnsibleFilterError(f"scrapes: got {type(scrapes).__name__}; expected the list of results of an "
                                  "ansible.builtin.uri loop over plan processes (return_content: true)")

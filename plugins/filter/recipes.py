@@ -11,22 +11,23 @@ from typing import Any, Mapping, Optional
 
 from ansible.errors import AnsibleFilterError
 
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._requirements import missing_requirement
+
 try:
     from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._catalog import load_catalog
     from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._engine import resolve
     from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._errors import RecipeError
     from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._loader import LoadedRecipe, load_recipe_ref
     from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._selection import default_selection as _default
-except ImportError as exc:  # pydantic and PyYAML come from requirements.txt
-    ENGINE_IMPORT_ERROR: Optional[ImportError] = exc
+except ImportError as exc:  # raised at use, with the package to install
+    IMPORT_ERROR: Optional[ImportError] = exc
 else:
-    ENGINE_IMPORT_ERROR = None
+    IMPORT_ERROR = None
 
 
-def _engine_ready() -> None:
-    if ENGINE_IMPORT_ERROR is not None:
-        raise AnsibleFilterError(f"vllm_fleet.recipes needs its Python requirements (pydantic, PyYAML): "
-                                 f"{ENGINE_IMPORT_ERROR}")
+def _engine_ready(name: str) -> None:
+    if IMPORT_ERROR is not None:
+        raise AnsibleFilterError(missing_requirement(f"vllm_fleet.recipes.{name}", IMPORT_ERROR))
 
 
 def _recipe(source: Any, catalog_dir: Optional[str]) -> tuple[Any, Any]:
@@ -42,7 +43,7 @@ def _recipe(source: Any, catalog_dir: Optional[str]) -> tuple[Any, Any]:
 
 def resolve_filter(recipe: Any, selection: Optional[Mapping[str, Any]] = None, catalog_dir: Optional[str] = None,
                    strict: bool = True) -> dict:
-    _engine_ready()
+    _engine_ready("resolve")
     try:
         loaded, catalog = _recipe(recipe, catalog_dir)
         return resolve(loaded, selection or {}, catalog, strict=strict).to_dict()
@@ -52,7 +53,7 @@ def resolve_filter(recipe: Any, selection: Optional[Mapping[str, Any]] = None, c
 
 def default_selection_filter(recipe: Any, variant: str = "default", hardware: Optional[str] = None,
                              catalog_dir: Optional[str] = None) -> dict:
-    _engine_ready()
+    _engine_ready("default_selection")
     try:
         loaded, catalog = _recipe(recipe, catalog_dir)
         chosen = _default(loaded.data, catalog.strategies, catalog.taxonomy, variant, hardware)

@@ -74,3 +74,45 @@ def test_filter_takes_a_shipped_recipe_id(repo_root, tmp_path):
 """)
     assert proc.returncode == 0, proc.stdout
     assert json.loads(out.read_text())["hardware"] == "mi355x"
+
+
+#: Each plugin that needs pydantic and a task that uses it; every one must fail naming the package.
+#: (vllm_host_files guards its import too, but its plugin_utils need only the standard library.)
+GUARDED_USES = {
+    "vllm_resolve": "vllm_fleet.recipes.vllm_resolve: {recipe: x}",
+    "vllm_plan": "vllm_fleet.recipes.vllm_plan: {}",
+    "vllm_preflight": "vllm_fleet.recipes.vllm_preflight: {checks: [engine]}",
+    "resolve": "ansible.builtin.debug: {msg: \"{{ 'x' | vllm_fleet.recipes.resolve }}\"}",
+    "default_selection": "ansible.builtin.debug: {msg: \"{{ 'x' | vllm_fleet.recipes.default_selection }}\"}",
+    "prometheus_file_sd": "ansible.builtin.debug: {msg: \"{{ {} | vllm_fleet.recipes.prometheus_file_sd }}\"}",
+    "fleet_figures": "ansible.builtin.debug: {msg: \"{{ [] | vllm_fleet.recipes.fleet_figures }}\"}",
+}
+
+
+def test_plugins_without_pydantic_name_the_package_and_the_install_command(repo_root, tmp_path, monkeypatch):
+    """With pydantic unimportable, each plugin still loads, and using it says what to install, and where."""
+    blocked = tmp_path / "blocked" / "pydantic"
+    blocked.mkdir(parents=True)
+    (blocked / "__init__.py").write_text(
+        "raise ModuleNotFoundError(\"No module named 'pydantic' (blocked by the test)\", name='pydantic')\n")
+    monkeypatch.setenv("PYTHONPATH", str(blocked.parent))
+    out = tmp_path / "results.json"
+    tasks = "".join(f"""
+    - name: use {name}
+      {use}
+      register: r_{name}
+      ignore_errors: true
+""" for name, use in GUARDED_USES.items())
+    record = ", ".join(f"'{name}': r_{name}.msg | default('')" for name in GUARDED_USES)
+    proc = run_playbook(repo_root, tmp_path, tasks + f"""
+    - name: record the messages
+      ansible.builtin.copy:
+        content: "{{{{ {{{record}}} | to_json }}}}"
+        dest: {out}
+        mode: "0600"
+""")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    messages = json.loads(out.read_text())
+    for name in GUARDED_USES:
+        assert "needs the Python package pydantic on the controller" in messages[name], (name, messages[name])
+        assert f"{sys.executable} -m pip install -r" in messages[name], (name, messages[name])
