@@ -13,15 +13,19 @@ Arguments keep the recipes site's placeholders (``$HEAD_IP``,
 
 from __future__ import annotations
 
-import shlex
-from dataclasses import asdict, dataclass, field
 from typing import Any, Mapping, Optional, Union
 
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._catalog import Catalog, load_catalog
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._docker import docker_argv, docker_command, docker_meta
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._engine_shapes import (
+    SERVE_PORT,
+    SHAPES,
+    Expansion,
+    shape_of,
+)
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._errors import SelectionError
-from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._gates import PD_ROLE_PORTS, PD_ROLES, follower_ranks
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._jsvalue import to_plain
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._launch import Process, Resolution
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._loader import LoadedRecipe
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._selection import (
     Selection,
@@ -31,58 +35,9 @@ from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._selection impo
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._synthesis import resolve_command
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._validation import validate_selection
 
-SERVE_PORT = 8000
+__all__ = ("Process", "Resolution", "resolve", "selection_from_mapping")
+
 SELECTION_KEYS = tuple(Selection.__dataclass_fields__)
-
-
-@dataclass(frozen=True)
-class Process:
-    """One long-running process of a deployment.
-
-    ``group`` names the processes that must start and restart together (a
-    multi-node engine, a PD pool, a Mooncake instance); ``rank`` is the node
-    index inside that group (0 = the head, which serves HTTP).
-    """
-
-    name: str
-    role: str
-    group: str
-    rank: int
-    argv: tuple[str, ...]
-    command: str
-    env: Mapping[str, Any] = field(default_factory=dict)
-    port: Optional[int] = None
-    docker_argv: Optional[tuple[str, ...]] = None
-    docker_command: Optional[str] = None
-    config: Optional[Mapping[str, Any]] = None
-
-    @property
-    def headless(self) -> bool:
-        return "--headless" in self.argv
-
-
-@dataclass(frozen=True)
-class Resolution:
-    """A fully resolved deployment: the selection used and every process it runs."""
-
-    hf_id: str
-    selection: Selection
-    deploy_type: str
-    image: str
-    docker: Mapping[str, Any]
-    output: Mapping[str, Any]
-    processes: tuple[Process, ...]
-
-    def process(self, name: str) -> Process:
-        for proc in self.processes:
-            if proc.name == name:
-                return proc
-        raise KeyError(name)
-
-    def to_dict(self) -> dict:
-        data = asdict(self)
-        data["selection"] = asdict(self.selection)
-        return data
 
 
 def selection_from_mapping(values: Mapping[str, Any]) -> Selection:
@@ -157,87 +112,16 @@ def _expand(hf_id: str, data: Mapping, sel: Selection, catalog: Catalog) -> Reso
     variant = data["variants"][sel.variant]
     meta = docker_meta(data, variant, profile, sel.hardware)
     output = _synthesise(data, sel, catalog)
-    kind = output["deployType"]
 
-    def make(name: str, role: str, group: str, rank: int, argv: list, command: str, env: Mapping,
-             port: Optional[int]) -> Process:
+    def launch(name: str, role: str, group: str, rank: int, argv: list, command: str, env: Mapping,
+               port: Optional[int]) -> Process:
         return Process(name=name, role=role, group=group, rank=rank, argv=tuple(argv), command=command,
                        env=dict(env), port=port,
                        docker_argv=tuple(docker_argv(argv, env, meta, port or SERVE_PORT)),
                        docker_command=docker_command(command, env, meta, port or SERVE_PORT))
 
-    processes: list[Process] = []
-    if kind == "pd_cluster":
-        for role in PD_ROLES:
-            pool = output[role]
-            ranks = range(max(1, pool["nodes"])) if pool["nodes"] else range(1)
-            for rank in ranks:
-                rendered = pool if rank == 0 and pool["currentNode"] == 0 else \
-                    _synthesise(data, sel, catalog, pd_nodes=_with_rank(sel.pd_nodes, role, rank))[role]
-                processes.append(make(f"{role}-{rank}", role, role, rank, rendered["argv"], rendered["command"],
-                                      rendered["env"], PD_ROLE_PORTS[role]))
-        processes.append(Process(name="router", role="router", group="router", rank=0,
-                                 argv=tuple(shell_words(output["router"]["command"])),
-                                 command=output["router"]["command"], port=None))
-        if "mooncake" in output:
-            processes += _mooncake_services(output["mooncake"])
-    elif kind == "kv_store_lb":
-        for instance in range(output["instances"]):
-            rendered = output if instance == 0 else _synthesise(
-                data, sel, catalog, kv_instances={"count": output["instances"], "current": instance})
-            vllm = rendered["vllm"]
-            group = f"instance-{instance}"
-            processes.append(make(f"{group}-0", "head" if "workerArgvs" in vllm else "single", group, 0,
-                                  vllm["argv"], vllm["command"], vllm["env"], SERVE_PORT))
-            for rank, (argv, command) in enumerate(zip(vllm.get("workerArgvs", []), vllm.get("workerCommands", [])),
-                                                   start=1):
-                processes.append(make(f"{group}-{rank}", "worker", group, rank, argv, command, vllm["env"], None))
-        if output["router"]:
-            processes.append(Process(name="router", role="router", group="router", rank=0,
-                                     argv=tuple(shell_words(output["router"]["command"])),
-                                     command=output["router"]["command"], port=output["router"]["port"]))
-        processes += _mooncake_services(output)
-    elif "headArgv" in output:
-        processes.append(make("head", "head", "engine", 0, output["headArgv"], output["headCommand"],
-                              output["env"], SERVE_PORT))
-        for rank, argv, command in zip(follower_ranks(output["nodeCount"]), output["workerArgvs"],
-                                       output["workerCommands"]):
-            processes.append(make(f"worker-{rank}", "worker", "engine", rank, argv, command, output["env"], None))
-    else:
-        processes.append(make("serve", "single", "engine", 0, output["argv"], output["command"],
-                              output["env"], SERVE_PORT))
-        for companion in output.get("companions", []):
-            processes.append(Process(name=f"companion-{companion['feature'].replace(':', '-')}", role="companion",
-                                     group="engine", rank=0, argv=("bash", "-c", companion["command"]),
-                                     command=companion["command"]))
-    docker = {
-        "image": meta["image"],
-        "meta": meta,
-    }
-    return Resolution(hf_id=hf_id, selection=sel, deploy_type=kind, image=meta["image"], docker=docker,
-                      output=output, processes=tuple(processes))
-
-
-def _with_rank(pd_nodes: Any, role: str, rank: int) -> dict:
-    pools = dict(pd_nodes or {})
-    request = pools.get(role)
-    request = {"nodes": request} if isinstance(request, int) else dict(request or {})
-    request["rank"] = rank
-    pools[role] = request
-    return pools
-
-
-def shell_words(command: str) -> list[str]:
-    """argv of a recipe's shell snippet: comments dropped, continuation lines joined."""
-    return shlex.split(command.replace("\\\n", " "), comments=True)
-
-
-def _mooncake_services(spec: Mapping[str, Any]) -> list[Process]:
-    services = [Process(name="mooncake-master", role="mooncake_master", group="mooncake", rank=0,
-                        argv=tuple(shell_words(str(spec["master"]["command"]))), command=spec["master"]["command"])]
-    store = spec.get("store")
-    if store:
-        services.append(Process(name="mooncake-store", role="mooncake_store", group="mooncake", rank=0,
-                                argv=tuple(shell_words(str(store["command"]))), command=store["command"],
-                                config=store.get("config")))
-    return services
+    expansion = Expansion(output=output, pd_nodes=sel.pd_nodes, launch=launch,
+                          synthesise=lambda **changes: _synthesise(data, sel, catalog, **changes))
+    processes = SHAPES[shape_of(output)].expand(expansion)
+    return Resolution(hf_id=hf_id, selection=sel, deploy_type=output["deployType"], image=meta["image"],
+                      docker={"image": meta["image"], "meta": meta}, output=output, processes=tuple(processes))

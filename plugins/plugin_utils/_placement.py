@@ -49,6 +49,7 @@ from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._argv_tools imp
     find_placeholders,
     gpus_per_node,
 )
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._engine_shapes import SHAPES, shape_of
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._errors import RecipeError
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._fleet_resources import (
     assign_gpus,
@@ -65,6 +66,7 @@ from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._inventory impo
     collect_deployments,
     host_spec,
 )
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._launch import Resolution
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._place_kv import KVPlacer
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._place_multi import MultiNodePlacer
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._place_pd import PDPlacer
@@ -251,55 +253,17 @@ def build_plan(hostvars: Mapping[str, Mapping[str, Any]], groups: Mapping[str, S
 # --------------------------------------------------------------------------------------
 
 
-def _docker_entry(proc: Any) -> dict[str, Any]:
-    return {"port": proc.port, "argv": list(proc.docker_argv or ())}
-
-
-def resolution_view(res: Any, overrides: Mapping[str, Any]) -> dict[str, Any]:
+def resolution_view(res: Resolution, overrides: Mapping[str, Any]) -> dict[str, Any]:
     """Turn an ``_engine.Resolution`` into the upstream-shaped view for ``overrides``.
 
     The engine expands every rank itself; the view for a PD rank ``r`` carries
     that rank's ``argv``/``env`` in ``prefill``/``decode``; the view for Mooncake
     instance ``i`` carries that instance's ``vllm`` section. ``docker.processes``
     is shaped like the recipes site's (single, head, workers, prefill, decode,
-    vllm, vllm_workers).
+    vllm, vllm_workers). Each shape's view is in ``_engine_shapes.SHAPES``.
     """
-    out = dict(res.output)
-    procs = {p.name: p for p in res.processes}
-    docker: dict[str, Any] = {}
-    kind = out.get("deployType")
-    if kind == "pd_cluster":
-        pd = overrides.get("pd_nodes") or {}
-        for role in ("prefill", "decode"):
-            rank = int((pd.get(role) or {}).get("rank") or 0) if isinstance(pd.get(role), Mapping) else 0
-            proc = procs.get(f"{role}-{rank}")
-            if proc is None:
-                continue
-            section = dict(out[role])
-            section.update(argv=list(proc.argv), env=dict(proc.env), command=proc.command, currentNode=rank)
-            out[role] = section
-            docker[role] = _docker_entry(proc)
-    elif kind == "kv_store_lb":
-        current = int(((overrides.get("kv_instances") or {}).get("current")) or 0)
-        head = procs.get(f"instance-{current}-0")
-        if head is not None:
-            prefix = f"instance-{current}-"
-            ranks = sorted(int(n[len(prefix):]) for n in procs
-                           if n.startswith(prefix) and n[len(prefix):].isdigit())
-            workers = [procs[f"{prefix}{r}"] for r in ranks if r > 0]
-            section = dict(out.get("vllm") or {})
-            section.update(argv=list(head.argv), env=dict(head.env))
-            if workers:
-                section["workerArgvs"] = [list(w.argv) for w in workers]
-            out["vllm"] = section
-            out["currentInstance"] = current
-            docker["vllm"] = _docker_entry(head)
-            docker["vllm_workers"] = [_docker_entry(w) for w in workers]
-    elif "headArgv" in out:
-        docker["head"] = _docker_entry(procs["head"])
-        docker["workers"] = [_docker_entry(p) for p in res.processes if p.role == "worker"]
-    elif "serve" in procs:
-        docker["single"] = _docker_entry(procs["serve"])
+    sections, docker = SHAPES[shape_of(res.output)].view(res.output, res.processes, overrides)
+    out = dict(res.output, **sections)
     out["docker"] = {"image": res.image, "meta": dict(res.docker.get("meta") or {}), "processes": docker}
     return out
 
@@ -341,7 +305,7 @@ def _engine_selection(base: Mapping[str, Any], overrides: Mapping[str, Any]) -> 
     return selection
 
 
-def _describe_selection(bound: BoundEngine, res: Any, recipe: Any,
+def _describe_selection(bound: BoundEngine, res: Resolution, recipe: Any,
                         profiles: Mapping[str, Any]) -> None:
     """Fill the bound engine's hardware, selection label and min_vLLM version from a resolution."""
     bound.hardware_id = res.selection.hardware
@@ -381,7 +345,7 @@ def engine_factory(*, catalog: Any = None, recipe_dirs: Sequence[str] = (), base
                                hardware_id=spec.hardware, selection=spec.selection())
         recipe = load(spec.recipe)
         base = spec.selection()
-        cache: dict[str, Any] = {}
+        cache: dict[str, Resolution] = {}
         bound = BoundEngine(resolve=lambda o: {})
 
         def resolve(overrides: Mapping[str, Any]) -> Mapping[str, Any]:

@@ -1,0 +1,201 @@
+# Copyright: (c) 2026, vllm_fleet maintainers
+# Apache License 2.0 (see LICENSE)
+"""The deploy shapes of a resolution, in one table: how each expands and how placers read it back.
+
+PRIVATE to the vllm_fleet.recipes collection: not a public API, may change
+without notice. Other collections must not import it.
+
+A shape is the layout of the recipes site's output: ``pd_cluster`` (prefill
+and decode pools, a router), ``kv_store_lb`` (Mooncake instances, a router),
+``multi_node`` (``headArgv`` and ``workerArgvs``) and ``single_node``.
+:func:`shape_of` is the one place that tells them apart. Each :class:`Shape`
+has the engine's half (``expand``: every process of every rank and instance)
+and placement's half (``view``: the site-shaped sections for one PD rank or
+Mooncake instance, and the ``docker.processes`` entries).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping, Sequence
+
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._gates import PD_ROLE_PORTS, PD_ROLES, follower_ranks
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._launch import Process, shell_words
+
+SERVE_PORT = 8000
+
+
+@dataclass(frozen=True)
+class Expansion:
+    """What a shape's ``expand`` works from.
+
+    ``synthesise(pd_nodes=..., kv_instances=...)`` re-runs the site's synthesis
+    for another rank or instance; ``launch(name, role, group, rank, argv,
+    command, env, port)`` makes an engine process with its docker wrapping.
+    """
+
+    output: Mapping[str, Any]
+    pd_nodes: Any
+    synthesise: Callable[..., Mapping[str, Any]]
+    launch: Callable[..., Process]
+
+
+#: The site-shaped view's sections that ``view`` replaced, and its ``docker.processes``.
+View = tuple[dict[str, Any], dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class Shape:
+    expand: Callable[[Expansion], list[Process]]
+    view: Callable[[Mapping[str, Any], Sequence[Process], Mapping[str, Any]], View]
+
+
+def shape_of(output: Mapping[str, Any]) -> str:
+    """The shape of a site output: its deploy type, or single/multi by its keys."""
+    kind = output.get("deployType")
+    if kind in ("pd_cluster", "kv_store_lb"):
+        return str(kind)
+    return "multi_node" if "headArgv" in output else "single_node"
+
+
+def docker_entry(proc: Process) -> dict[str, Any]:
+    return {"port": proc.port, "argv": list(proc.docker_argv or ())}
+
+
+def _router(command: str, port: Any) -> Process:
+    return Process(name="router", role="router", group="router", rank=0, argv=tuple(shell_words(command)),
+                   command=command, port=port)
+
+
+def _mooncake_services(spec: Mapping[str, Any]) -> list[Process]:
+    services = [Process(name="mooncake-master", role="mooncake_master", group="mooncake", rank=0,
+                        argv=tuple(shell_words(str(spec["master"]["command"]))), command=spec["master"]["command"])]
+    store = spec.get("store")
+    if store:
+        services.append(Process(name="mooncake-store", role="mooncake_store", group="mooncake", rank=0,
+                                argv=tuple(shell_words(str(store["command"]))), command=store["command"],
+                                config=store.get("config")))
+    return services
+
+
+# ---------------------------------------------------------------------------------------------
+# pd_cluster: a process per node of each pool, the router, optional Mooncake services
+# ---------------------------------------------------------------------------------------------
+
+def _with_rank(pd_nodes: Any, role: str, rank: int) -> dict:
+    pools = dict(pd_nodes or {})
+    request = pools.get(role)
+    request = {"nodes": request} if isinstance(request, int) else dict(request or {})
+    request["rank"] = rank
+    pools[role] = request
+    return pools
+
+
+def _expand_pd(x: Expansion) -> list[Process]:
+    processes = []
+    for role in PD_ROLES:
+        pool = x.output[role]
+        for rank in range(max(1, pool["nodes"] or 0)):
+            rendered = pool if rank == 0 and pool["currentNode"] == 0 else \
+                x.synthesise(pd_nodes=_with_rank(x.pd_nodes, role, rank))[role]
+            processes.append(x.launch(f"{role}-{rank}", role, role, rank, rendered["argv"], rendered["command"],
+                                      rendered["env"], PD_ROLE_PORTS[role]))
+    processes.append(_router(x.output["router"]["command"], None))
+    if "mooncake" in x.output:
+        processes += _mooncake_services(x.output["mooncake"])
+    return processes
+
+
+def _view_pd(output: Mapping[str, Any], processes: Sequence[Process], overrides: Mapping[str, Any]) -> View:
+    by_name = {p.name: p for p in processes}
+    sections: dict[str, Any] = {}
+    docker: dict[str, Any] = {}
+    pools = overrides.get("pd_nodes") or {}
+    for role in PD_ROLES:
+        request = pools.get(role)
+        rank = int(request.get("rank") or 0) if isinstance(request, Mapping) else 0
+        proc = by_name.get(f"{role}-{rank}")
+        if proc is None:
+            continue
+        sections[role] = dict(output[role], argv=list(proc.argv), env=dict(proc.env), command=proc.command,
+                              currentNode=rank)
+        docker[role] = docker_entry(proc)
+    return sections, docker
+
+
+# ---------------------------------------------------------------------------------------------
+# kv_store_lb: each Mooncake instance's ranks, the router, the Mooncake services
+# ---------------------------------------------------------------------------------------------
+
+def _expand_kv(x: Expansion) -> list[Process]:
+    processes = []
+    count = x.output["instances"]
+    for instance in range(count):
+        rendered = x.output if instance == 0 else \
+            x.synthesise(kv_instances={"count": count, "current": instance})
+        vllm = rendered["vllm"]
+        group = f"instance-{instance}"
+        processes.append(x.launch(f"{group}-0", "head" if "workerArgvs" in vllm else "single", group, 0,
+                                  vllm["argv"], vllm["command"], vllm["env"], SERVE_PORT))
+        for rank, (argv, command) in enumerate(zip(vllm.get("workerArgvs", []), vllm.get("workerCommands", [])),
+                                               start=1):
+            processes.append(x.launch(f"{group}-{rank}", "worker", group, rank, argv, command, vllm["env"], None))
+    if x.output["router"]:
+        processes.append(_router(x.output["router"]["command"], x.output["router"]["port"]))
+    return processes + _mooncake_services(x.output)
+
+
+def _view_kv(output: Mapping[str, Any], processes: Sequence[Process], overrides: Mapping[str, Any]) -> View:
+    current = int(((overrides.get("kv_instances") or {}).get("current")) or 0)
+    group = [p for p in processes if p.group == f"instance-{current}"]
+    head = next((p for p in group if p.rank == 0), None)
+    if head is None:
+        return {}, {}
+    workers = sorted((p for p in group if p.rank > 0), key=lambda p: p.rank)
+    vllm = dict(output.get("vllm") or {}, argv=list(head.argv), env=dict(head.env))
+    if workers:
+        vllm["workerArgvs"] = [list(w.argv) for w in workers]
+    docker = {"vllm": docker_entry(head), "vllm_workers": [docker_entry(w) for w in workers]}
+    return {"vllm": vllm, "currentInstance": current}, docker
+
+
+# ---------------------------------------------------------------------------------------------
+# multi_node: the head and a worker per further rank; single_node: one process and companions
+# ---------------------------------------------------------------------------------------------
+
+def _expand_multi(x: Expansion) -> list[Process]:
+    out = x.output
+    processes = [x.launch("head", "head", "engine", 0, out["headArgv"], out["headCommand"], out["env"], SERVE_PORT)]
+    for rank, argv, command in zip(follower_ranks(out["nodeCount"]), out["workerArgvs"], out["workerCommands"]):
+        processes.append(x.launch(f"worker-{rank}", "worker", "engine", rank, argv, command, out["env"], None))
+    return processes
+
+
+def _view_multi(output: Mapping[str, Any], processes: Sequence[Process], overrides: Mapping[str, Any]) -> View:
+    del output, overrides
+    head = next(p for p in processes if p.name == "head")
+    return {}, {"head": docker_entry(head), "workers": [docker_entry(p) for p in processes if p.role == "worker"]}
+
+
+def _expand_single(x: Expansion) -> list[Process]:
+    out = x.output
+    processes = [x.launch("serve", "single", "engine", 0, out["argv"], out["command"], out["env"], SERVE_PORT)]
+    for companion in out.get("companions", []):
+        processes.append(Process(name=f"companion-{companion['feature'].replace(':', '-')}", role="companion",
+                                 group="engine", rank=0, argv=("bash", "-c", companion["command"]),
+                                 command=companion["command"]))
+    return processes
+
+
+def _view_single(output: Mapping[str, Any], processes: Sequence[Process], overrides: Mapping[str, Any]) -> View:
+    del output, overrides
+    serve = next((p for p in processes if p.name == "serve"), None)
+    return {}, ({"single": docker_entry(serve)} if serve is not None else {})
+
+
+SHAPES: Mapping[str, Shape] = {
+    "pd_cluster": Shape(_expand_pd, _view_pd),
+    "kv_store_lb": Shape(_expand_kv, _view_kv),
+    "multi_node": Shape(_expand_multi, _view_multi),
+    "single_node": Shape(_expand_single, _view_single),
+}
