@@ -346,6 +346,7 @@ def test_read_only_modules_share_the_fragment_and_keep_their_own_fields():
         assert fragment["notes"][0] in merged["notes"], name
     assert docs[FQCN_PREFIX + "vllm_drift_info"]["doc"]["attributes"]["diff_mode"]["support"] == "full"
 
+
 # ---------------------------------------------------------------------------
 # The checks catch what they claim to (small trees under tmp_path)
 # ---------------------------------------------------------------------------

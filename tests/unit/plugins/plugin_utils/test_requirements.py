@@ -26,7 +26,7 @@ def test_an_unknown_module_points_at_the_requirements_file():
 
 def test_the_collections_own_module_is_reported_as_a_broken_install():
     name = "ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._engine"
-    message = missing_requirement("vllm_fleet.recipes.resolve", ModuleNotFoundError(f"No module named '{name}'",
-                                                                                      name=name))
+    error = ModuleNotFoundError(f"No module named '{name}'", name=name)
+    message = missing_requirement("vllm_fleet.recipes.resolve", error)
     assert f"the collection's own module {name} did not import" in message
     assert "pip install" not in message
