@@ -489,7 +489,12 @@ def test_deploy_playbook_shape():
     def play_role(play):
         if "roles" in play:
             return play["roles"][0]["role"].rsplit(".", 1)[1]
-        include = play["tasks"][0]["ansible.builtin.include_role"]
+        task = play["tasks"][0]
+        if "ansible.builtin.import_role" in task:
+            # the role plays: the preflight play checked the identical 'preflight' spec (always tagged)
+            assert task["ansible.builtin.import_role"]["rolespec_validate"] is False
+            return task["ansible.builtin.import_role"]["name"].rsplit(".", 1)[1]
+        include = task["ansible.builtin.include_role"]
         return include["name"].rsplit(".", 1)[1] + ":" + include["tasks_from"].removesuffix(".yml")
 
     preflight_play, = _yaml(REPO / "playbooks" / "_preflight.yml")
@@ -507,8 +512,11 @@ def test_deploy_playbook_shape():
     # each role's preflight runs once: the role plays skip theirs after the preflight play
     for role in DEPLOY_ROLES[1:]:
         first = _yaml(ROLES / role / "tasks" / "main.yml")[0]
-        assert first["ansible.builtin.include_tasks"]["file"] == "preflight.yml"
+        assert first["ansible.builtin.include_tasks"]["file"] == "standalone.yml"
         assert "vllm_fleet_preflight_done" in first["when"]
+        standalone = _yaml(ROLES / role / "tasks" / "standalone.yml")
+        assert "argument_specs.main.options" in standalone[0]["ansible.builtin.validate_argument_spec"]["argument_spec"]
+        assert standalone[-1]["ansible.builtin.import_tasks"] == "preflight.yml"
 
 
 @pytest.mark.parametrize("playbook", ["deploy.yml", "status.yml", "teardown.yml", "validate.yml", "upgrade.yml",
@@ -613,6 +621,41 @@ def test_the_preflight_play_checks_each_roles_inputs_before_its_tasks(tmp_path, 
     assert f"Validating arguments against arg spec '{entry}'" in run.stdout, run.stdout[-3000:]
     assert re.search(rf"argument '?{name}'?", run.stdout + run.stderr), run.stdout[-3000:]
     assert "Load the fleet plan" not in run.stdout
+
+
+def _deploy_with_a_bad_variable(tmp_path, name: str, *args: str) -> subprocess.CompletedProcess:
+    """deploy.yml on the pd_cluster example with the role variable ``name`` of the wrong type (an int).
+
+    Nothing may reach the example's hosts (they do not exist): the run must stop on the controller.
+    """
+    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(REPO / ".collections"), ANSIBLE_NOCOLOR="1",
+               ANSIBLE_RETRY_FILES_ENABLED="0")
+    env.pop("ANSIBLE_CONFIG", None)
+    return subprocess.run([str(BIN / "ansible-playbook"), "-i", str(EXAMPLES / "pd_cluster" / "inventory.yml"),
+                           str(REPO / "playbooks" / "deploy.yml"), "-e", f"{name}=not-a-number", *args],
+                          capture_output=True, text=True, env=env, check=False, cwd=tmp_path, timeout=300)
+
+
+@pytest.mark.parametrize("tags", [[], ["--tags", "engine"], ["--tags", "image"]], ids=["all", "engine", "image"])
+def test_deploy_refuses_a_role_variable_in_the_preflight_play_whatever_the_tags(tmp_path, tags):
+    """The role plays skip Ansible's own spec check; the preflight play's (tagged always) refuses the
+    variable before any role play, also when --tags selects only some roles."""
+    run = _deploy_with_a_bad_variable(tmp_path, "vllm_engine_health_interval_s", *tags)
+    assert run.returncode != 0
+    assert "Validating arguments against arg spec 'preflight' - Only the checks of engine" in run.stdout
+    assert re.search(r"argument '?vllm_engine_health_interval_s'?", run.stdout), run.stdout[-3000:]
+    assert "PLAY [Pull the container images]" not in run.stdout, run.stdout[-3000:]
+
+
+def test_deploy_without_its_preflight_play_checks_the_role_variables_in_the_role(tmp_path):
+    """--skip-tags preflight: each role checks its 'main' spec itself (tasks/standalone.yml) before its
+    first task; nothing is pulled."""
+    run = _deploy_with_a_bad_variable(tmp_path, "vllm_image_pull_retries", "--skip-tags", "preflight")
+    assert run.returncode != 0
+    assert "PLAY [Preflight every host" in run.stdout and "Only the checks of image" not in run.stdout
+    assert "TASK [vllm_fleet.recipes.image : Check the image role's variables against its argument spec]" in run.stdout
+    assert re.search(r"argument '?vllm_image_pull_retries'?", run.stdout), run.stdout[-3000:]
+    assert "Pull the images the units run" not in run.stdout, run.stdout[-3000:]
 
 
 @pytest.mark.parametrize("package, versions, expected", [
