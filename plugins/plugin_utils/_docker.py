@@ -13,6 +13,8 @@ import re
 from functools import lru_cache
 from typing import Any, Mapping, Optional
 
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._engine_shapes import SERVE_PORT, shape_of
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._gates import PD_ROLE_PORTS, PD_ROLES
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._jsvalue import first, get, text
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._vendors import VENDORS, Vendor, site_vendor_key
 
@@ -190,19 +192,21 @@ def docker_processes(output: Mapping[str, Any], meta: Mapping) -> dict:
         return {"port": port, "argv": _wrap_argv(argv, env, meta, port, gpu_flags),
                 "command": _wrap_command(command, env, meta, port)}
 
-    kind = output.get("deployType")
-    if kind == "pd_cluster":
-        return {role: wrap(output[role]["argv"], output[role]["command"], _EnvFlags(output[role]["env"]), port)
-                for role, port in (("prefill", 8001), ("decode", 8002))}
-    if kind == "kv_store_lb":
+    shape = shape_of(output)
+    if shape == "pd_cluster":
+        return {role: wrap(output[role]["argv"], output[role]["command"], _EnvFlags(output[role]["env"]),
+                           PD_ROLE_PORTS[role]) for role in PD_ROLES}
+    if shape == "kv_store_lb":
         vllm = output["vllm"]
         env = _EnvFlags(vllm["env"])
-        out = {"vllm": wrap(vllm["argv"], vllm["command"], env, 8000)}
+        out = {"vllm": wrap(vllm["argv"], vllm["command"], env, SERVE_PORT)}
         if "workerArgvs" in vllm:
-            out["vllm_workers"] = [wrap(a, c, env, 8000) for a, c in zip(vllm["workerArgvs"], vllm["workerCommands"])]
+            out["vllm_workers"] = [wrap(a, c, env, SERVE_PORT)
+                                   for a, c in zip(vllm["workerArgvs"], vllm["workerCommands"])]
         return out
-    if "headArgv" in output:
+    if shape == "multi_node":
         env = _EnvFlags(output["env"])
-        return {"head": wrap(output["headArgv"], output["headCommand"], env, 8000),
-                "workers": [wrap(a, c, env, 8000) for a, c in zip(output["workerArgvs"], output["workerCommands"])]}
-    return {"single": wrap(output["argv"], output["command"], _EnvFlags(output["env"]), 8000)}
+        return {"head": wrap(output["headArgv"], output["headCommand"], env, SERVE_PORT),
+                "workers": [wrap(a, c, env, SERVE_PORT)
+                            for a, c in zip(output["workerArgvs"], output["workerCommands"])]}
+    return {"single": wrap(output["argv"], output["command"], _EnvFlags(output["env"]), SERVE_PORT)}
