@@ -13,8 +13,8 @@ import re
 from functools import lru_cache
 from typing import Any, Mapping, Optional
 
-from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._engine_shapes import SERVE_PORT, shape_of
-from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._gates import PD_ROLE_PORTS, PD_ROLES
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._engine_shapes import shape_of
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._gates import PD_ROLE_PORTS, PD_ROLES, SERVE_PORT
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._jsvalue import first, get, text
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._vendors import VENDORS, Vendor, site_vendor_key
 
@@ -126,7 +126,7 @@ class _EnvFlags:
         return self.config_mounts
 
 
-def docker_argv(argv: list[Any], env: Mapping, meta: Mapping, port: int = 8000) -> list[Any]:
+def docker_argv(argv: list[Any], env: Mapping, meta: Mapping, port: int = SERVE_PORT) -> list[Any]:
     """``docker run`` argv around a ``vllm serve`` argv (the image's entrypoint is ``vllm serve``)."""
     return _wrap_argv(argv, _EnvFlags(env), meta, port, _gpu_argv(meta))
 
@@ -159,7 +159,7 @@ def _split_serve(command: str) -> tuple[str, str]:
     return model_id, _SERVE_PREFIX.sub("", command, count=1)
 
 
-def docker_command(command: str, env: Mapping, meta: Mapping, port: int = 8000) -> str:
+def docker_command(command: str, env: Mapping, meta: Mapping, port: int = SERVE_PORT) -> str:
     """The shell form of ``docker_argv``, in the recipes site's line layout."""
     return _wrap_command(command, _EnvFlags(env), meta, port)
 

@@ -17,13 +17,9 @@ from typing import Any, Mapping, Optional, Union
 
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._catalog import Catalog, load_catalog
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._docker import docker_argv, docker_command, docker_meta
-from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._engine_shapes import (
-    SERVE_PORT,
-    SHAPES,
-    Expansion,
-    shape_of,
-)
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._engine_shapes import SHAPES, Expansion, shape_of
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._errors import SelectionError
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._gates import SERVE_PORT
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._jsvalue import to_plain
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._launch import Process, Resolution
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._loader import LoadedRecipe

@@ -19,10 +19,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
-from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._gates import PD_ROLE_PORTS, PD_ROLES, follower_ranks
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._gates import (
+    PD_ROLE_PORTS,
+    PD_ROLES,
+    SERVE_PORT,
+    follower_ranks,
+)
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._launch import Process, shell_words
-
-SERVE_PORT = 8000
 
 
 @dataclass(frozen=True)

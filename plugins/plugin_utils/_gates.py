@@ -30,6 +30,8 @@ from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._jsvalue import
 MAX_NODES = 16
 
 PD_ROLES = ("prefill", "decode")
+#: The ports the recipes site gives a served engine, and each PD pool's engines.
+SERVE_PORT = 8000
 PD_ROLE_PORTS = {"prefill": 8001, "decode": 8002}
 FRONTENDS = ("rust", "python")
 
