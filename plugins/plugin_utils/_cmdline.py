@@ -139,6 +139,13 @@ _VALUE_PIECES: dict[str, str] = {}
 _PIECES_SIZE = 65536
 
 
+def clear_pieces() -> None:
+    """Drop the memoised layout pieces and quoted words."""
+    _LINE_PIECES.clear()
+    _VALUE_PIECES.clear()
+    _quoted.cache_clear()
+
+
 def _laid_out(model_id: Any, words: list[str]) -> str:
     """``format_command`` of an all-string argv."""
     lines, values = _LINE_PIECES, _VALUE_PIECES

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Mapping
 
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils import _cmdline, _synthesis_layout
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._deploy_shapes import (
     kv_store,
     multi_node,
@@ -61,3 +62,9 @@ def resolve_command(recipe: Mapping, variant: Any, strategy: Any, hardware: Any,
     if deploy_type == "multi_node" and to_number(node_count) > 1:
         return multi_node(ctx)
     return single_node(ctx)
+
+
+def clear_caches() -> None:
+    """Forget the shared layouts and command pieces, as in a fresh process (benchmarks, tests)."""
+    _synthesis_layout.clear_layouts()
+    _cmdline.clear_pieces()

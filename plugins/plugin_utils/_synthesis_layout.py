@@ -245,6 +245,11 @@ _LAYOUT_CACHE: dict[tuple, tuple[tuple, Layout]] = {}
 _LAYOUT_CACHE_SIZE = 16384  # the upstream corpus alone has ~8,500 combinations: 4,096 thrashed
 
 
+def clear_layouts() -> None:
+    """Drop every shared ``Layout``."""
+    _LAYOUT_CACHE.clear()
+
+
 def layout_for(recipe: Mapping, variant_key: Any, strategy_name: Any, hardware_id: Any,
                strategies: Mapping, taxonomy: Mapping) -> Layout:
     """The shared ``Layout`` of one recipe/variant/strategy/hardware combination."""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._synthesis import resolve_command
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._synthesis import clear_caches, resolve_command
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._synthesis_layout import layout_for
 
 TAXONOMY = {"hardware_profiles": {"h200": {"brand": "NVIDIA", "generation": "hopper", "gpu_count": 8}},
@@ -39,3 +39,11 @@ def test_kv_choice_carries_the_store_default_instance_count():
     assert layout.kv_choice("mooncake")[0] is STRATEGIES["mooncake"]
     assert layout.kv_choice("mooncake")[2] == 3
     assert layout.kv_choice(None)[2] == layout.kv_choice(["unhashable"])[2] == 2
+
+
+def test_clear_caches_forgets_shared_layouts_and_the_next_resolution_is_the_same():
+    before = resolve_command(RECIPE, "default", "single_node_tp", "h200", [], STRATEGIES, TAXONOMY)
+    shared = layout_for(RECIPE, "default", "single_node_tp", "h200", STRATEGIES, TAXONOMY)
+    clear_caches()
+    assert layout_for(RECIPE, "default", "single_node_tp", "h200", STRATEGIES, TAXONOMY) is not shared
+    assert resolve_command(RECIPE, "default", "single_node_tp", "h200", [], STRATEGIES, TAXONOMY) == before
