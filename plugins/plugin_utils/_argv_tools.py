@@ -140,10 +140,15 @@ def _is_ipv6(value: str) -> bool:
         return False
 
 
-def command_to_argv(command: str) -> list[str]:
-    """Split a recipes-site shell command (``\\``-continued, ``#`` comment lines)."""
+def shell_words(command: str) -> list[str]:
+    """argv of a recipe's shell snippet (a router or Mooncake command), as a shell reads it.
+
+    Whole ``#`` comment lines go first (a comment's trailing ``\\`` continues nothing), then
+    ``\\``-newline joins lines, and a ``#`` outside quotes ends the line (a trailing note).
+    ValueError for an unbalanced quote.
+    """
     lines = [line for line in command.splitlines() if not line.lstrip().startswith("#")]
-    return shlex.split("\n".join(lines).replace("\\\n", " "))
+    return shlex.split("\n".join(lines).replace("\\\n", " "), comments=True)
 
 
 def split_joined_flags(argv: Sequence[str]) -> list[str]:

@@ -25,7 +25,8 @@ from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._gates import (
     SERVE_PORT,
     follower_ranks,
 )
-from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._launch import Process, shell_words
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._argv_tools import shell_words
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._launch import Process
 
 
 @dataclass(frozen=True)

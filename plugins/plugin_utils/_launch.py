@@ -8,7 +8,6 @@ without notice. Other collections must not import it.
 
 from __future__ import annotations
 
-import shlex
 from dataclasses import asdict, dataclass, field
 from typing import Any, Mapping, Optional
 
@@ -64,7 +63,3 @@ class Resolution:
         data["selection"] = asdict(self.selection)
         return data
 
-
-def shell_words(command: str) -> list[str]:
-    """argv of a recipe's shell snippet: comments dropped, continuation lines joined."""
-    return shlex.split(command.replace("\\\n", " "), comments=True)

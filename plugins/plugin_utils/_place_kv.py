@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Optional, Sequence
 
-from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._argv_tools import command_to_argv
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._argv_tools import shell_words
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._place_mooncake import place_mooncake
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._placer_base import PlacerBase
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._plan_model import (
@@ -57,7 +57,7 @@ class KVPlacer(PlacerBase):
             head_url = head_url or url
         self.endpoint = head_url
         if router_section:
-            self._router(roles["router"][0], command_to_argv(router_section["command"]), router_port,
+            self._router(roles["router"][0], shell_words(router_section["command"]), router_port,
                          {k: v for k, v in router_section.items() if k not in ("command", "install")})
 
     def _shape(self, engine_hosts: list[str]) -> tuple[int, int]:

@@ -11,9 +11,9 @@ from __future__ import annotations
 from typing import Any, Mapping, Sequence
 
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._argv_tools import (
-    command_to_argv,
     fill_placeholders,
     find_placeholders,
+    shell_words,
 )
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._placer_base import PlacerBase
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._plan_model import (
@@ -44,7 +44,7 @@ def place_mooncake(placer: PlacerBase, roles: Mapping[str, list[str]], section: 
     placer.common["MOONCAKE_STORE_CONFIG_PATH"] = store_path
     master_cmd = (section.get("master") or {}).get("command")
     if master_cmd:
-        _master(placer, master, command_to_argv(master_cmd))
+        _master(placer, master, shell_words(master_cmd))
     _stores(placer, roles, section.get("store"), store_path)
     config = section.get("config") or section.get("mooncakeConfig")
     if config:
@@ -72,7 +72,7 @@ def _stores(placer: PlacerBase, roles: Mapping[str, list[str]], store: Any, stor
                                "set vllm_mooncake_role: store on a host with spare RAM, or add it "
                                f"to group {placer.decl.group}_mooncake_store")
         for host in roles["store"]:
-            argv = command_to_argv(store["command"])
+            argv = shell_words(store["command"])
             proc = placer.service_process(host=host, unit=placer.unit_name("mooncake-store"),
                                           kind="mooncake_store", argv=argv, venv=placer.spec.mooncake.venv,
                                           start_order=ORDER_MOONCAKE_STORE)

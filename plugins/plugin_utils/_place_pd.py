@@ -11,8 +11,8 @@ from __future__ import annotations
 from typing import Any, Mapping, Sequence
 
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._argv_tools import (
-    command_to_argv,
     has_flag,
+    shell_words,
 )
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._place_mooncake import place_mooncake
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._placer_base import PlacerBase
@@ -63,7 +63,7 @@ class PDPlacer(PlacerBase):
         if not router_cmd:
             raise self.error("strategy", "pd_cluster", "a router command in the resolution",
                              "check the recipe's pd_cluster strategy")
-        self._router(routers[0], command_to_argv(router_cmd), router_port,
+        self._router(routers[0], shell_words(router_cmd), router_port,
                      first.get("routerConfig") or {})
 
     def _pool_hosts(self, roles: Mapping[str, list[str]]) -> tuple[list[str], list[str], bool]:

@@ -39,6 +39,7 @@ from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._schema_shapes 
     Number,
     Opt,
     Path_,
+    ShellCommand,
     StrList,
     TpSpec,
     DocModel,
@@ -276,7 +277,7 @@ class MooncakePd(DocModel):
 
 
 class MooncakeProcess(DocModel):
-    command: Opt[str] = None
+    command: Opt[ShellCommand] = None
     description: Opt[str] = None
 
 

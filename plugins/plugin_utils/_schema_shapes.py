@@ -21,6 +21,8 @@ from typing import Annotated, Any, Optional
 from pydantic import BaseModel, ConfigDict, PlainValidator
 from pydantic_core import PydanticCustomError
 
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._argv_tools import shell_words
+
 __all__ = [
     "SHAPE_ERROR",
     "ArgList",
@@ -128,6 +130,14 @@ def _is_str(v: Any) -> bool:
     return isinstance(v, str)
 
 
+def _splits(command: str) -> bool:
+    try:
+        shell_words(command)
+    except ValueError:
+        return False
+    return True
+
+
 def _check_docker_image(v: Any) -> None:
     # "image:tag" | {cu129, cu130} | {nvidia, amd, tpu, intel} where a brand
     # value is a string or (for nvidia) a CUDA map.
@@ -156,6 +166,7 @@ Int = _pred("an integer", _is_int)
 # Command-line tokens: YAML authors quote them, but an unquoted number is
 # still rendered by the recipes site, so numbers are accepted too.
 ArgToken = _pred("a string (one command-line token)", lambda v: isinstance(v, (str, int, float)) and not isinstance(v, bool))
+ShellCommand = _pred("a shell command with balanced quotes", lambda v: isinstance(v, str) and _splits(v))
 EnvValue = _pred("a string, number or boolean (an environment value)", _is_scalar)
 # Pure metadata that authors sometimes leave unquoted ("0.23", 8, 2026-01-01).
 Label = _pred("a string", lambda v: isinstance(v, (str, int, float)) and not isinstance(v, bool))

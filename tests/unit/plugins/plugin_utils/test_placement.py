@@ -129,9 +129,17 @@ def test_find_placeholders_walks_keys_lists_and_values():
      ["vllm-router", "--policy", "round_robin", "--prefill", "http://$P:8001", "--port", "1"]),
     ("# comment\n# another\nmooncake_master \\\n  -rpc_port=50051 \\\n  -logtostderr",
      ["mooncake_master", "-rpc_port=50051", "-logtostderr"]),
+    ("# a note ending in a backslash \\\nmooncake_master -v=1  # trailing note\n",
+     ["mooncake_master", "-v=1"]),
+    ("vllm-router --policy 'a # b' \\\n  --port 1", ["vllm-router", "--policy", "a # b", "--port", "1"]),
 ])
-def test_command_to_argv(command, argv):
-    assert A.command_to_argv(command) == argv
+def test_shell_words(command, argv):
+    assert A.shell_words(command) == argv
+
+
+def test_shell_words_refuses_an_unbalanced_quote():
+    with pytest.raises(ValueError):
+        A.shell_words("mooncake_master '-rpc_port=1")
 
 
 def test_recorded_resolver_replays_and_names_missing_overrides():
@@ -280,7 +288,7 @@ def test_pd_colocated_pair_splits_one_node(corpus):
     assert {p.number for p in dec.ports} == {8002, 5558}
     assert pre.env["VLLM_NIXL_SIDE_CHANNEL_HOST"] == addr(0)
     # the site's router command, plus our one deviation: a reachable Prometheus port (docs/observability.md)
-    assert router.argv == filled(A.command_to_argv(case["router"]["command"]),
+    assert router.argv == filled(A.shell_words(case["router"]["command"]),
                                  {**mapping, "ROUTER_HOST": "0.0.0.0", "ROUTER_PORT": "30000"}) + [
         "--prometheus-port", "29000", "--prometheus-host", "0.0.0.0"]
     assert router.exec_argv[0] == "/opt/vllm-router/bin/vllm-router"

@@ -263,6 +263,9 @@ STRATEGY_BAD: list[tuple[str, dict[str, Any], str, str]] = [
      "mooncake_vllm_config.template.a", "a string, number or boolean"),
     ("default_instances string", {"name": "kv_store_x", "deploy_type": "kv_store_lb", "default_instances": "2"},
      "default_instances", "an integer"),
+    ("mooncake command unbalanced quote", {"name": "kv_store_x", "deploy_type": "kv_store_lb",
+                                           "mooncake_master": {"command": "mooncake_master '-rpc_port=1"}},
+     "mooncake_master.command", "a shell command with balanced quotes"),
 ]
 
 
