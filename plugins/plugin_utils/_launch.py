@@ -62,4 +62,3 @@ class Resolution:
         data = asdict(self)
         data["selection"] = asdict(self.selection)
         return data
-
