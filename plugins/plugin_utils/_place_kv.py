@@ -8,10 +8,10 @@ without notice. Other collections must not import it.
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Optional, Sequence
+from typing import Mapping, Optional, Sequence
 
-from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._argv_tools import shell_words
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._place_mooncake import place_mooncake
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._placement_view import PlacementView, Service
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._placer_base import PlacerBase
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._plan_model import (
     DEFAULT_ROUTER_PORT,
@@ -43,22 +43,18 @@ class KVPlacer(PlacerBase):
         first = views[0]
         self._absorb(first)
         self._check_type(first, "kv_store_lb", "vllm")
-        router_section = first.get("router")
-        router_port = self.spec.ports.router or int((router_section or {}).get("port") or
-                                                    DEFAULT_ROUTER_PORT)
+        router = first.router
+        router_port = self.spec.ports.router or int((router.port if router else None) or DEFAULT_ROUTER_PORT)
         self.common["ROUTER_PORT"] = str(router_port)
-        self._check_router_hosts(roles["router"], router_section, instances)
-        section = {"master": first.get("master"), "store": first.get("store"),
-                   "config": first.get("mooncakeConfig")}
-        mounts = place_mooncake(self, roles, section, engine_hosts)
+        self._check_router_hosts(roles["router"], router, instances)
+        mounts = place_mooncake(self, roles, first.mooncake, engine_hosts)
         head_url = None
         for i, group in enumerate(per_instance):
             url = self._place_instance(i, group, views[i], mounts)
             head_url = head_url or url
         self.endpoint = head_url
-        if router_section:
-            self._router(roles["router"][0], shell_words(router_section["command"]), router_port,
-                         {k: v for k, v in router_section.items() if k not in ("command", "install")})
+        if router is not None:
+            self._router(roles["router"][0], list(router.argv), router_port, router.config)
 
     def _shape(self, engine_hosts: list[str]) -> tuple[int, int]:
         """``(node_count, kv_instances)``, given or derived: their product is the engine host count."""
@@ -80,44 +76,41 @@ class KVPlacer(PlacerBase):
                              "kv_instances / node_count to match")
         return nodes, instances
 
-    def _check_router_hosts(self, routers: Sequence[str], router_section: Any, instances: int) -> None:
+    def _check_router_hosts(self, routers: Sequence[str], router: Optional[Service], instances: int) -> None:
         """One router host when the resolution has a router (several instances), none otherwise."""
-        if router_section and not routers:
+        if router is not None and not routers:
             raise self.error("pd.router_group", None,
                              f"a router host for {instances} Mooncake instances",
                              f"set vllm_pd_role: router on one host or add it to {self.decl.group}_router")
         self._one_router_host(routers)
-        if routers and not router_section:
+        if routers and router is None:
             raise self.error("pd.router_group", routers,
                              "no router host: one Mooncake instance is served directly",
                              "remove the router role, or raise kv_instances")
 
-    def _place_instance(self, i: int, group: Sequence[str], view: Mapping[str, Any],
+    def _place_instance(self, i: int, group: Sequence[str], view: PlacementView,
                         mounts: list[tuple[str, str, str]]) -> Optional[str]:
         """Instance ``i``'s head (and workers when it spans hosts); returns the head's base URL."""
         nodes = len(group)
         multi = nodes > 1
         # upstream writes --master-addr as $VLLM_INSTANCE_<i+1>, or $HEAD_IP for one instance
         self.common["HEAD_IP"] = self.address(group[0])
-        vllm = view.get("vllm") or {}
-        docker = (view.get("docker") or {}).get("processes") or {}
-        env = vllm.get("env") or {}
-        workers = list(vllm.get("workerArgvs") or [])
+        launch = view.engine("vllm")
+        if launch is None:
+            raise self.error("strategy", self.spec.strategy, f"a kv_store_lb resolution for instance {i}",
+                             "check strategy, node_count and the hosts in the group")
+        workers = view.engines.get("vllm_workers") or ()
         if multi and len(workers) != nodes - 1:
             raise self.error("node_count", nodes, f"{nodes - 1} worker argvs per instance",
                              "check node_count against the serving strategy")
         suffix = f"i{i}" if not multi else f"i{i}-rank0"
         head = self.engine_process(host=group[0], unit=self.unit_name(suffix), role="head" if multi else "instance",
-                                   argv=vllm["argv"], env=env, docker_proc=docker.get("vllm"),
-                                   rank=0, instance=i, pool=f"instance{i}",
+                                   launch=launch, rank=0, instance=i, pool=f"instance{i}",
                                    start_order=ORDER_HEAD, network_host=True, multi_host=multi,
                                    restart_group=f"{self.decl.name}/instance{i}", mounts=mounts)
-        docker_workers = list(docker.get("vllm_workers") or [])
         for rank in range(1, nodes):
             self.engine_process(host=group[rank], unit=self.unit_name(f"i{i}-rank{rank}"),
-                                role="worker", argv=workers[rank - 1], env=env,
-                                docker_proc=docker_workers[rank - 1] if rank - 1 < len(docker_workers) else None,
-                                rank=rank, instance=i, pool=f"instance{i}",
+                                role="worker", launch=workers[rank - 1], rank=rank, instance=i, pool=f"instance{i}",
                                 start_order=ORDER_FOLLOWER, network_host=True, multi_host=True,
                                 restart_group=f"{self.decl.name}/instance{i}", mounts=mounts)
         return head.health_url[:-len("/health")] if head.health_url else None

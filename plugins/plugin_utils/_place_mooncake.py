@@ -8,13 +8,13 @@ without notice. Other collections must not import it.
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping, Optional, Sequence
 
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._argv_tools import (
     fill_placeholders,
     find_placeholders,
-    shell_words,
 )
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._placement_view import MooncakeView, Service
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._placer_base import PlacerBase
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._plan_model import (
     ORDER_MOONCAKE_MASTER,
@@ -23,7 +23,7 @@ from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._plan_model imp
 )
 
 
-def place_mooncake(placer: PlacerBase, roles: Mapping[str, list[str]], section: Mapping[str, Any],
+def place_mooncake(placer: PlacerBase, roles: Mapping[str, list[str]], mooncake: Optional[MooncakeView],
                    engine_hosts: Sequence[str]) -> list[tuple[str, str, str]]:
     """Place master/store, write configs; return the engine-side config mount."""
     master_hosts = roles["master"]
@@ -42,13 +42,11 @@ def place_mooncake(placer: PlacerBase, roles: Mapping[str, list[str]], section: 
     store_path = f"{base}/mooncake-store.json"
     placer.common["MOONCAKE_CONFIG_PATH"] = config_path
     placer.common["MOONCAKE_STORE_CONFIG_PATH"] = store_path
-    master_cmd = (section.get("master") or {}).get("command")
-    if master_cmd:
-        _master(placer, master, shell_words(master_cmd))
-    _stores(placer, roles, section.get("store"), store_path)
-    config = section.get("config") or section.get("mooncakeConfig")
-    if config:
-        _engine_configs(placer, roles, config, engine_hosts, config_path)
+    if mooncake is not None and mooncake.master is not None:
+        _master(placer, master, list(mooncake.master.argv))
+    _stores(placer, roles, mooncake.store if mooncake is not None else None, store_path)
+    if mooncake is not None and mooncake.config:
+        _engine_configs(placer, roles, mooncake.config, engine_hosts, config_path)
     return [(config_path, config_path, "ro")]
 
 
@@ -63,20 +61,19 @@ def _master(placer: PlacerBase, host: str, argv: list[str]) -> None:
                            port_purpose="mooncake-master-rpc")
 
 
-def _stores(placer: PlacerBase, roles: Mapping[str, list[str]], store: Any, store_path: str) -> None:
+def _stores(placer: PlacerBase, roles: Mapping[str, list[str]], store: Optional[Service], store_path: str) -> None:
     """A store per store host (centralized topology); none for the distributed one."""
-    if store:
+    if store is not None:
         if not roles["store"]:
             raise placer.error("mooncake", None,
                                "at least one Mooncake store host (centralized topology)",
                                "set vllm_mooncake_role: store on a host with spare RAM, or add it "
                                f"to group {placer.decl.group}_mooncake_store")
         for host in roles["store"]:
-            argv = shell_words(store["command"])
             proc = placer.service_process(host=host, unit=placer.unit_name("mooncake-store"),
-                                          kind="mooncake_store", argv=argv, venv=placer.spec.mooncake.venv,
+                                          kind="mooncake_store", argv=list(store.argv), venv=placer.spec.mooncake.venv,
                                           start_order=ORDER_MOONCAKE_STORE)
-            cfg = fill_placeholders(dict(store.get("config") or {}), {
+            cfg = fill_placeholders(dict(store.config), {
                 **placer.mapping(host),
                 "MOONCAKE_STORE_DEVICE_NAME": placer.hosts[host].mooncake_device})
             placer.check_filled(proc, cfg, "mooncake-store.json")

@@ -34,24 +34,19 @@ class MultiNodePlacer(PlacerBase):
                              "add hosts to the group, or use a single_node_* strategy on one host")
         ordered = self.ranked(gpu_hosts, f"group {self.decl.group}")
         self.common["HEAD_IP"] = self.address(ordered[0])
-        res = self.resolve({"node_count": count})
-        self._absorb(res)
-        self._check_type(res, "multi_node", "headArgv")
-        workers = list(res.get("workerArgvs") or [])
+        view = self.resolve({"node_count": count})
+        self._absorb(view)
+        self._check_type(view, "multi_node", "head")
+        workers = view.engines.get("workers") or ()
         if len(workers) != count - 1:
             raise self.error("node_count", count, f"{count - 1} worker argvs from the engine",
                              "report this recipe: the engine returned "
                              f"{len(workers)} worker ranks")
-        docker = (res.get("docker") or {}).get("processes") or {}
-        docker_workers = list(docker.get("workers") or [])
-        env = res.get("env") or {}
         head = self.engine_process(host=ordered[0], unit=self.unit_name("rank0"), role="head",
-                                   argv=res["headArgv"], env=env, docker_proc=docker.get("head"),
-                                   rank=0, start_order=ORDER_HEAD, network_host=True, multi_host=True)
+                                   launch=view.engines["head"][0], rank=0, start_order=ORDER_HEAD,
+                                   network_host=True, multi_host=True)
         for rank in range(1, count):
-            self.engine_process(host=ordered[rank], unit=self.unit_name(f"rank{rank}"),
-                                role="worker", argv=workers[rank - 1], env=env,
-                                docker_proc=docker_workers[rank - 1] if rank - 1 < len(docker_workers) else None,
-                                rank=rank, start_order=ORDER_FOLLOWER, network_host=True,
-                                multi_host=True)
+            self.engine_process(host=ordered[rank], unit=self.unit_name(f"rank{rank}"), role="worker",
+                                launch=workers[rank - 1], rank=rank, start_order=ORDER_FOLLOWER,
+                                network_host=True, multi_host=True)
         self.endpoint = head.health_url[:-len("/health")] if head.health_url else None

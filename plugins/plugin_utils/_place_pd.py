@@ -10,11 +10,9 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
-from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._argv_tools import (
-    has_flag,
-    shell_words,
-)
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._argv_tools import has_flag
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._place_mooncake import place_mooncake
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._placement_view import PlacementView
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._placer_base import PlacerBase
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._plan_model import (
     DEFAULT_ROUTER_PORT,
@@ -53,18 +51,15 @@ class PDPlacer(PlacerBase):
         first = views[0]
         self._absorb(first)
         self._check_type(first, "pd_cluster", "prefill")
-        router_port = self.spec.ports.router or int((first.get("router") or {}).get("port") or
-                                                    DEFAULT_ROUTER_PORT)
-        self.common["ROUTER_PORT"] = str(router_port)
-        mooncake = first.get("mooncake")
-        mooncake_mounts = place_mooncake(self, roles, mooncake, self.decl.hosts) if mooncake else []
-        self._place_pools(pools, views, colocated, mooncake_mounts)
-        router_cmd = (first.get("router") or {}).get("command")
-        if not router_cmd:
+        router = first.router
+        if router is None:
             raise self.error("strategy", "pd_cluster", "a router command in the resolution",
                              "check the recipe's pd_cluster strategy")
-        self._router(routers[0], shell_words(router_cmd), router_port,
-                     first.get("routerConfig") or {})
+        router_port = self.spec.ports.router or int(router.port or DEFAULT_ROUTER_PORT)
+        self.common["ROUTER_PORT"] = str(router_port)
+        mooncake_mounts = place_mooncake(self, roles, first.mooncake, self.decl.hosts) if first.mooncake else []
+        self._place_pools(pools, views, colocated, mooncake_mounts)
+        self._router(routers[0], list(router.argv), router_port, router.config)
 
     def _pool_hosts(self, roles: Mapping[str, list[str]]) -> tuple[list[str], list[str], bool]:
         """The prefill and decode hosts, and whether they are one co-located pair."""
@@ -107,11 +102,11 @@ class PDPlacer(PlacerBase):
                 self.common[f"{role.upper()}_NODE_{index + 1}"] = self.address(host)
         self.common["ROUTER_HOST"] = self.spec.router.bind_address
 
-    def _views(self, pools: Mapping[str, list[str]], colocated: bool) -> list[Mapping[str, Any]]:
+    def _views(self, pools: Mapping[str, list[str]], colocated: bool) -> list[PlacementView]:
         """One resolution per rank view: ``r in range(max(P, D))`` (one for a co-located pair)."""
         if colocated:
             return [self.resolve({"pd_nodes": None})]
-        views: list[Mapping[str, Any]] = []
+        views: list[PlacementView] = []
         for r in range(max(len(pools["prefill"]), len(pools["decode"]))):
             request = {}
             for role, pool in pools.items():
@@ -123,21 +118,19 @@ class PDPlacer(PlacerBase):
             views.append(self.resolve({"pd_nodes": request}))
         return views
 
-    def _place_pools(self, pools: Mapping[str, list[str]], views: Sequence[Mapping[str, Any]],
+    def _place_pools(self, pools: Mapping[str, list[str]], views: Sequence[PlacementView],
                      colocated: bool, mounts: list[tuple[str, str, str]]) -> None:
         multi = {role: len(pool) > 1 for role, pool in pools.items()}
         for role, pool in pools.items():
             for rank, host in enumerate(pool):
                 view = views[0] if colocated else views[rank]
-                part = view.get(role) or {}
-                if "argv" not in part:
-                    raise self.error(f"pd.{role}", view.get("deployType"),
+                launch = view.engine(role)
+                if launch is None:
+                    raise self.error(f"pd.{role}", view.deploy_type,
                                      f"a {role} section in the resolution", "check the recipe")
-                headless = has_flag(part["argv"], "--headless")
-                docker = ((view.get("docker") or {}).get("processes") or {}).get(role)
+                headless = has_flag(launch.argv, "--headless")
                 self.engine_process(
-                    host=host, unit=self.unit_name(f"{role}-{rank}"), role=role,
-                    argv=part["argv"], env=part.get("env") or {}, docker_proc=docker,
+                    host=host, unit=self.unit_name(f"{role}-{rank}"), role=role, launch=launch,
                     rank=rank, pool=role, start_order=ORDER_FOLLOWER if headless else ORDER_HEAD,
                     network_host=True, multi_host=multi[role],
                     restart_group=f"{self.decl.name}/{role}", mounts=mounts)

@@ -23,23 +23,21 @@ class SingleNodePlacer(PlacerBase):
     def place_processes(self, gpu_hosts: Sequence[str], roles: Mapping[str, list[str]]) -> None:
         self._check_hosts(gpu_hosts, roles)
         replicas = self.spec.replicas or 1
-        res = self.resolve({})
-        self._absorb(res)
-        if "argv" not in res:
+        view = self.resolve({})
+        self._absorb(view)
+        launch = view.engine("single")
+        if launch is None:
             raise self.error("strategy", self.spec.strategy, "a single-node resolution",
                              "pick a single_node_* strategy for a one-host group")
-        docker = (res.get("docker") or {}).get("processes") or {}
         urls: list[str] = []
         self.distinct_addresses(gpu_hosts, f"the replicas of group {self.decl.group}")
         for index, host in enumerate(gpu_hosts):
             if replicas == 1:
-                proc = self.engine_process(host=host, unit=self.unit_name(""), role="single",
-                                           argv=res["argv"], env=res.get("env") or {},
-                                           docker_proc=docker.get("single"), start_order=ORDER_HEAD)
+                proc = self.engine_process(host=host, unit=self.unit_name(""), role="single", launch=launch,
+                                           start_order=ORDER_HEAD)
             else:
                 proc = self.engine_process(host=host, unit=self.unit_name(f"r{index}"), role="replica",
-                                           argv=res["argv"], env=res.get("env") or {},
-                                           docker_proc=docker.get("single"), start_order=ORDER_HEAD,
+                                           launch=launch, start_order=ORDER_HEAD,
                                            instance=index, pool=f"replica{index}",
                                            restart_group=f"{self.decl.name}/replica{index}")
             if proc.health_url:

@@ -167,7 +167,7 @@ def deploy_type(spec: DeploymentSpec, resolutions: Resolutions) -> str:
     strategy = spec.strategy
     kv = spec.kv_offload or ""
     if strategy is None:
-        return str(resolutions.resolve({}).get("deployType"))
+        return resolutions.resolve({}).deploy_type
     if strategy == "pd_cluster":
         return "pd_cluster"
     if kv.startswith("kv_store_"):

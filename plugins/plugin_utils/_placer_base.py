@@ -19,6 +19,7 @@ from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._argv_tools imp
     url_host,
 )
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._container import HARDENED_VENDORS
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._placement_view import PlacementView
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._placer_process import ProcessPlacer
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._plan_model import (
     DEFAULT_ROUTER_METRICS_PORT,
@@ -54,29 +55,27 @@ class PlacerBase(ProcessPlacer):
         raise NotImplementedError
 
     # -- the resolution ------------------------------------------------------------------
-    def _absorb(self, res: Mapping[str, Any]) -> None:
-        docker = res.get("docker") or {}
-        meta = docker.get("meta") or {}
+    def _absorb(self, view: PlacementView) -> None:
         if self.image is None:
-            self.image = docker.get("image") or meta.get("image")
-        self.vendor = vendor_key(self.engine.hardware_profile, self.engine.hardware_id, meta)
-        env = res.get("env") or (res.get("vllm") or {}).get("env") or \
-            (res.get("prefill") or {}).get("env") or {}
+            self.image = view.image
+        self.vendor = vendor_key(self.engine.hardware_profile, self.engine.hardware_id, view.docker_meta)
+        env = view.env
         # the operator's extra_env wins over the recipe's (it also reaches the container env)
         timeout = self.spec.extra_env.get("VLLM_ENGINE_READY_TIMEOUT_S", env.get("VLLM_ENGINE_READY_TIMEOUT_S"))
         if timeout is not None and str(timeout).isdigit():
             self.start_timeout = int(str(timeout))
-        self.deploy_type = str(res.get("deployType"))
+        self.deploy_type = view.deploy_type
         if self.spec.container_profile == "hardened" and self.vendor not in HARDENED_VENDORS:
             raise self.error("container_profile", "hardened",
                              f"a vendor with hardened flags ({', '.join(HARDENED_VENDORS)}); "
                              f"this hardware is {self.vendor}",
                              "set container_profile: upstream for this deployment")
 
-    def _check_type(self, res: Mapping[str, Any], expected: str, shape_key: str) -> None:
-        if res.get("deployType") != expected or shape_key not in res:
+    def _check_type(self, view: PlacementView, expected: str, engine: str) -> None:
+        """The view is of the deploy type this placer places, with the engine process it starts from."""
+        if view.deploy_type != expected or engine not in view.engines:
             raise self.error("strategy", self.spec.strategy,
-                             f"a {expected} resolution (got {res.get('deployType')!r})",
+                             f"a {expected} resolution (got {view.deploy_type!r})",
                              "check strategy, node_count and the hosts in the group")
 
     # -- role and key checks ----------------------------------------------------------------

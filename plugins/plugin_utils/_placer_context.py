@@ -18,6 +18,7 @@ from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._inventory impo
     DeclaredDeployment,
     HostSpec,
 )
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._placement_view import PlacementView, placement_view
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._plan_model import (
     BoundEngine,
     ConfigFile,
@@ -35,11 +36,11 @@ class Resolutions:
     def __init__(self, decl: DeclaredDeployment, engine: BoundEngine) -> None:
         self.decl = decl
         self.engine = engine
-        self._cache: dict[str, Mapping[str, Any]] = {}
+        self._cache: dict[str, PlacementView] = {}
         #: ``{"overrides", "resolution"}`` in the order they were first asked for (plan.json pins).
         self.records: list[dict[str, Any]] = []
 
-    def resolve(self, overrides: Mapping[str, Any]) -> Mapping[str, Any]:
+    def resolve(self, overrides: Mapping[str, Any]) -> PlacementView:
         key = overrides_key(overrides)
         if key not in self._cache:
             try:
@@ -52,7 +53,14 @@ class Resolutions:
                 raise deployment_error(self.decl, "recipe", self.decl.spec.recipe,
                                        "the engine to return a resolution with deployType",
                                        "check the recipe and selection")
-            self._cache[key] = result
+            try:
+                self._cache[key] = placement_view(result)
+            except ValueError as exc:
+                pinned = bool(self.decl.spec.resolution_file)
+                raise deployment_error(self.decl, "resolution_file" if pinned else "recipe",
+                                       self.decl.spec.resolution_file if pinned else self.decl.spec.recipe,
+                                       "router and Mooncake commands that split into words",
+                                       f"fix the command's quoting ({exc})") from None
             self.records.append({"overrides": json.loads(key), "resolution": result})
         return self._cache[key]
 
@@ -127,7 +135,7 @@ class PlacerContext:
     def error(self, key: str, value: Any, expected: str, fix: str) -> PlacementError:
         return deployment_error(self.decl, key, value, expected, fix)
 
-    def resolve(self, overrides: Mapping[str, Any]) -> Mapping[str, Any]:
+    def resolve(self, overrides: Mapping[str, Any]) -> PlacementView:
         return self.resolutions.resolve(overrides)
 
     # -- ranks ----------------------------------------------------------------------------

@@ -27,6 +27,7 @@ from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._inventory impo
     DeclaredDeployment,
     is_secret_env,
 )
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._placement_view import Launch
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._placer_context import PlacerContext
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._plan_model import (
     DEFAULT_API_PORT,
@@ -119,8 +120,7 @@ def engine_ports(proc: Process) -> list[Port]:
 class ProcessPlacer(PlacerContext):
     """Adds engine ranks and services (router, Mooncake) to the deployment's processes."""
 
-    def engine_process(self, *, host: str, unit: str, role: str, argv: Sequence[str],
-                       env: Mapping[str, Any], docker_proc: Optional[Mapping[str, Any]],
+    def engine_process(self, *, host: str, unit: str, role: str, launch: Launch,
                        rank: Optional[int] = None, pool: Optional[str] = None,
                        instance: Optional[int] = None, start_order: int = ORDER_HEAD,
                        network_host: bool = False, multi_host: bool = False,
@@ -131,9 +131,9 @@ class ProcessPlacer(PlacerContext):
                        start_order=start_order, network_host=network_host,
                        restart_group=restart_group or self.decl.name)
         mapping = self.mapping(host)
-        self._engine_argv(proc, argv, mapping)
-        self._engine_env(proc, env, mapping, multi_host, extra_env or {})
-        self._engine_container(proc, docker_proc, mapping, mounts)
+        self._engine_argv(proc, launch.argv, mapping)
+        self._engine_env(proc, launch.env, mapping, multi_host, extra_env or {})
+        self._engine_container(proc, launch.docker_argv, mapping, mounts)
         self._check_engine(proc)
         proc.ports = engine_ports(proc)
         self.processes.append(proc)
@@ -227,14 +227,14 @@ class ProcessPlacer(PlacerContext):
             node_env["HF_ENDPOINT"] = self.spec.weights.endpoint
         return node_env
 
-    def _engine_container(self, proc: Process, docker_proc: Optional[Mapping[str, Any]],
+    def _engine_container(self, proc: Process, docker_argv: Optional[Sequence[str]],
                           mapping: Mapping[str, str], mounts: Sequence[tuple[str, str, str]]) -> None:
         """Image, mounts, the upstream docker flags (upstream profile), URLs and env file paths."""
         proc.runtime = "docker"
         proc.image = self.spec.image or self.image
         proc.mounts = list(mounts)
-        if docker_proc is not None:
-            upstream = [str(t) for t in docker_proc.get("argv") or []]
+        if docker_argv is not None:
+            upstream = list(docker_argv)
             image = self.image
             if image in upstream:
                 cut = upstream.index(image)

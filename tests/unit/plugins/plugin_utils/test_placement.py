@@ -635,3 +635,13 @@ def test_pd_side_channel_port_from_extra_env_is_kept_and_a_clash_named():
                                                                 "d": {"vllm_pd_role": "decode"},
                                                                 "r": {"vllm_pd_role": "router"}})
     assert {p.env["VLLM_NIXL_SIDE_CHANNEL_PORT"] for p in fleet.deployments[0].processes if p.kind == "engine"} == {"6000"}
+
+
+def test_a_router_command_that_does_not_split_names_the_recipe_before_anything_is_placed():
+    from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._plan_model import BoundEngine
+    record = {"deployType": "kv_store_lb", "vllm": {"argv": ["vllm", "serve", "m"], "env": {}},
+              "router": {"command": "vllm-router --policy 'cache_aware", "port": 30080}}
+    hostvars, groups = inventory({"recipe": "org/m", "strategy": "single_node_tp", "hardware": "h200",
+                                  "kv_offload": "kv_store_centralized_mooncake"}, ["a", "b"])
+    with pytest.raises(P.PlacementError, match=r"vllm_deployment\[dep\]\.recipe.*split into words"):
+        P.build_plan(hostvars, groups, lambda decl: BoundEngine(resolve=lambda overrides: record))
