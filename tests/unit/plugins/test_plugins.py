@@ -116,3 +116,22 @@ def test_plugins_without_pydantic_name_the_package_and_the_install_command(repo_
     for name in GUARDED_USES:
         assert "needs the Python package pydantic on the controller" in messages[name], (name, messages[name])
         assert f"{sys.executable} -m pip install -r" in messages[name], (name, messages[name])
+
+
+def test_start_waves_filter_groups_plan_processes_and_names_a_bad_one(repo_root, tmp_path):
+    out = tmp_path / "waves.json"
+    procs = [{"unit": "r", "start_order": 30}, {"unit": "h", "start_order": 20}, {"unit": "w", "start_order": 10}]
+    proc = run_playbook(repo_root, tmp_path, f"""
+    - ansible.builtin.copy:
+        dest: "{out}"
+        content: "{{{{ procs | vllm_fleet.recipes.start_waves | to_json }}}}"
+      vars:
+        procs: {json.dumps(procs)}
+    - ansible.builtin.debug:
+        msg: "{{{{ [{{'unit': 'vllm-bad'}}] | vllm_fleet.recipes.start_waves }}}}"
+""")
+    assert json.loads(out.read_text()) == [{"order": 10, "processes": [procs[2]]},
+                                           {"order": 20, "processes": [procs[1]]},
+                                           {"order": 30, "processes": [procs[0]]}]
+    assert proc.returncode != 0
+    assert "start_waves: process 'vllm-bad': start_order is None" in proc.stdout

@@ -1,0 +1,30 @@
+# Copyright: (c) 2026, vllm_fleet maintainers
+# Apache License 2.0 (see LICENSE)
+"""Restart orchestration worked out in Python (plugins/plugin_utils/_waves.py).
+
+Documentation lives in the sidecar file start_waves.yml.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils import _waves
+
+
+def start_waves_filter(processes: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    if isinstance(processes, (str, bytes, Mapping)) or not isinstance(processes, Sequence):
+        raise AnsibleFilterError(f"start_waves: got {type(processes).__name__}; expected a list of plan processes")
+    try:
+        return _waves.start_waves(processes)
+    except ValueError as exc:
+        raise AnsibleFilterError(f"start_waves: {exc}") from exc
+
+
+class FilterModule:
+    """vllm_fleet.recipes restart filters."""
+
+    def filters(self) -> dict:
+        return {"start_waves": start_waves_filter}
