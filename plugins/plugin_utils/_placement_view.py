@@ -80,83 +80,126 @@ class PlacementView:
 
 
 def placement_view(record: Mapping[str, Any]) -> PlacementView:
-    """Read one site-shaped resolution record. ValueError for a router or Mooncake command that
-    does not split into words."""
-    docker = _mapping(record.get("docker"))
-    meta = _mapping(docker.get("meta"))
+    """Read one site-shaped resolution record.
+
+    ValueError naming the record's key when a part placement reads has the wrong type (an argv
+    that is not a list of scalars, an env that is not a mapping ...) or a router or Mooncake
+    command does not split into words: pinned records are untrusted input.
+    """
+    docker = _mapping(record.get("docker"), "docker")
+    meta = _mapping(docker.get("meta"), "docker.meta")
+    image = docker.get("image") or meta.get("image")
+    if image is not None and not isinstance(image, str):
+        raise ValueError(f"docker.image: got {type(image).__name__}; expected an image reference")
     shape = shape_of(record)
-    engines, router, mooncake = _READERS[shape](record, _mapping(docker.get("processes")))
-    return PlacementView(shape=shape, deploy_type=str(record.get("deployType")),
-                         image=docker.get("image") or meta.get("image"), docker_meta=meta, engines=engines,
-                         router=router, mooncake=mooncake)
+    engines, router, mooncake = _READERS[shape](record, _mapping(docker.get("processes"), "docker.processes"))
+    return PlacementView(shape=shape, deploy_type=str(record.get("deployType")), image=image, docker_meta=meta,
+                         engines=engines, router=router, mooncake=mooncake)
 
 
 Sections = tuple[dict[str, tuple[Launch, ...]], Optional[Service], Optional[MooncakeView]]
 
 
-def _mapping(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
+def _mapping(value: Any, key: str) -> Mapping[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise ValueError(f"{key}: got {type(value).__name__}; expected a mapping")
+    return value
 
 
-def _docker_argv(entry: Any) -> Optional[tuple[str, ...]]:
-    return tuple(str(t) for t in entry.get("argv") or ()) if isinstance(entry, Mapping) else None
+def _list(value: Any, key: str) -> list[Any]:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise ValueError(f"{key}: got {type(value).__name__}; expected a list")
+    return value
 
 
-def _launches(argvs: Any, env: Any, docker: Any) -> tuple[Launch, ...]:
+def _argv(value: Any, key: str) -> tuple[str, ...]:
+    words = _list(value, key)
+    if not all(isinstance(word, (str, int, float)) and not isinstance(word, bool) for word in words):
+        raise ValueError(f"{key}: expected a list of strings (one argv word each)")
+    return tuple(str(word) for word in words)
+
+
+def _docker_argv(entry: Any, key: str) -> Optional[tuple[str, ...]]:
+    return _argv(_mapping(entry, key).get("argv"), f"{key}.argv") if entry is not None else None
+
+
+def _launches(argvs: list[Any], env: Any, docker: list[Any], key: str, docker_key: str) -> tuple[Launch, ...]:
     """A launch per argv, each with the docker entry of the same index (None past the list's end)."""
-    entries = list(docker) if isinstance(docker, list) else []
-    return tuple(Launch(tuple(argv), _mapping(env), _docker_argv(entries[i]) if i < len(entries) else None)
-                 for i, argv in enumerate(argvs or ()))
+    env = _mapping(env, f"{key}.env")
+    return tuple(Launch(_argv(argv, f"{key}[{i}]"), env,
+                        _docker_argv(docker[i], f"{docker_key}[{i}]") if i < len(docker) else None)
+                 for i, argv in enumerate(argvs))
 
 
-def _service(section: Any, config: Optional[Mapping[str, Any]] = None) -> Optional[Service]:
+def _service(section: Any, key: str, config: Optional[Mapping[str, Any]] = None) -> Optional[Service]:
     """A service from a ``{command, port?, config?}`` section; None without a command."""
-    if not isinstance(section, Mapping) or not section.get("command"):
+    section = _mapping(section, key)
+    command = section.get("command")
+    if not command:
         return None
-    own = section.get("config")
-    return Service(argv=tuple(shell_words(str(section["command"]))), port=section.get("port"),
-                   config=_mapping(config if config is not None else own))
+    if not isinstance(command, str):
+        raise ValueError(f"{key}.command: got {type(command).__name__}; expected a shell command")
+    try:
+        argv = tuple(shell_words(command))
+    except ValueError as exc:
+        raise ValueError(f"{key}.command: {exc} (a shell command with balanced quotes)") from None
+    own = _mapping(section.get("config"), f"{key}.config")
+    return Service(argv=argv, port=section.get("port"), config=config if config is not None else own)
 
 
 def _single(record: Mapping[str, Any], docker: Mapping[str, Any]) -> Sections:
     if "argv" not in record:
         return {}, None, None
-    return {"single": _launches([record["argv"]], record.get("env"), [docker.get("single")])}, None, None
+    return {"single": _launches([record["argv"]], record.get("env"), [docker.get("single")], "argv",
+                                "docker.processes.single")}, None, None
 
 
 def _multi(record: Mapping[str, Any], docker: Mapping[str, Any]) -> Sections:
     env = record.get("env")
-    return {"head": _launches([record["headArgv"]], env, [docker.get("head")]),
-            "workers": _launches(record.get("workerArgvs"), env, docker.get("workers"))}, None, None
+    return {"head": _launches([record["headArgv"]], env, [docker.get("head")], "headArgv", "docker.processes.head"),
+            "workers": _launches(_list(record.get("workerArgvs"), "workerArgvs"), env,
+                                 _list(docker.get("workers"), "docker.processes.workers"), "workerArgvs",
+                                 "docker.processes.workers")}, None, None
 
 
 def _pd(record: Mapping[str, Any], docker: Mapping[str, Any]) -> Sections:
     engines = {}
     for role in PD_ROLES:
-        part = _mapping(record.get(role))
+        part = _mapping(record.get(role), role)
         if "argv" in part:
-            engines[role] = _launches([part["argv"]], part.get("env"), [docker.get(role)])
-    section = record.get("mooncake")
+            engines[role] = _launches([part["argv"]], part.get("env"), [docker.get(role)], f"{role}.argv",
+                                      f"docker.processes.{role}")
     mooncake = None
-    if section:
-        section = _mapping(section)
-        mooncake = MooncakeView(master=_service(section.get("master")), store=_service(section.get("store")),
-                                config=_mapping(section.get("config") or section.get("mooncakeConfig")))
-    return engines, _service(record.get("router"), _mapping(record.get("routerConfig"))), mooncake
+    if record.get("mooncake"):
+        section = _mapping(record["mooncake"], "mooncake")
+        mooncake = MooncakeView(master=_service(section.get("master"), "mooncake.master"),
+                                store=_service(section.get("store"), "mooncake.store"),
+                                config=_mapping(section.get("config") or section.get("mooncakeConfig"),
+                                                "mooncake.config"))
+    return engines, _service(record.get("router"), "router", _mapping(record.get("routerConfig"), "routerConfig")), \
+        mooncake
 
 
 def _kv(record: Mapping[str, Any], docker: Mapping[str, Any]) -> Sections:
-    vllm = _mapping(record.get("vllm"))
+    vllm = _mapping(record.get("vllm"), "vllm")
     engines = {}
     if "argv" in vllm:
-        engines["vllm"] = _launches([vllm["argv"]], vllm.get("env"), [docker.get("vllm")])
-        engines["vllm_workers"] = _launches(vllm.get("workerArgvs"), vllm.get("env"), docker.get("vllm_workers"))
-    router = _mapping(record.get("router"))
+        engines["vllm"] = _launches([vllm["argv"]], vllm.get("env"), [docker.get("vllm")], "vllm.argv",
+                                    "docker.processes.vllm")
+        engines["vllm_workers"] = _launches(_list(vllm.get("workerArgvs"), "vllm.workerArgvs"), vllm.get("env"),
+                                            _list(docker.get("vllm_workers"), "docker.processes.vllm_workers"),
+                                            "vllm.workerArgvs", "docker.processes.vllm_workers")
+    router = _mapping(record.get("router"), "router")
     # the router's own keys (its port) are its configuration, as the site prints them
     router_config = {k: v for k, v in router.items() if k not in ("command", "install")}
-    mooncake = MooncakeView(master=_service(record.get("master")), store=_service(record.get("store")),
-                            config=_mapping(record.get("mooncakeConfig")))
-    return engines, _service(router, router_config), mooncake
+    mooncake = MooncakeView(master=_service(record.get("master"), "master"),
+                            store=_service(record.get("store"), "store"),
+                            config=_mapping(record.get("mooncakeConfig"), "mooncakeConfig"))
+    return engines, _service(router, "router", router_config), mooncake
 
 
 _READERS = {"single_node": _single, "multi_node": _multi, "pd_cluster": _pd, "kv_store_lb": _kv}

@@ -59,8 +59,9 @@ class Resolutions:
                 pinned = bool(self.decl.spec.resolution_file)
                 raise deployment_error(self.decl, "resolution_file" if pinned else "recipe",
                                        self.decl.spec.resolution_file if pinned else self.decl.spec.recipe,
-                                       "router and Mooncake commands that split into words",
-                                       f"fix the command's quoting ({exc})") from None
+                                       f"a resolution placement can read ({exc})",
+                                       "re-render and pin the new plan.json" if pinned else
+                                       "fix the recipe or strategy that produced it") from None
             self.records.append({"overrides": json.loads(key), "resolution": result})
         return self._cache[key]
 

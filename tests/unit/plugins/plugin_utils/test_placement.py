@@ -643,5 +643,5 @@ def test_a_router_command_that_does_not_split_names_the_recipe_before_anything_i
               "router": {"command": "vllm-router --policy 'cache_aware", "port": 30080}}
     hostvars, groups = inventory({"recipe": "org/m", "strategy": "single_node_tp", "hardware": "h200",
                                   "kv_offload": "kv_store_centralized_mooncake"}, ["a", "b"])
-    with pytest.raises(P.PlacementError, match=r"vllm_deployment\[dep\]\.recipe.*split into words"):
+    with pytest.raises(P.PlacementError, match=r"vllm_deployment\[dep\]\.recipe.*router\.command: No closing quotation"):
         P.build_plan(hostvars, groups, lambda decl: BoundEngine(resolve=lambda overrides: record))

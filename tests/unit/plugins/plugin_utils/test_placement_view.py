@@ -4,6 +4,8 @@ real site records (the conformance corpus), read once; and what a malformed pinn
 from __future__ import annotations
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._argv_tools import shell_words
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._placement_view import Launch, placement_view
@@ -98,3 +100,37 @@ def test_a_record_without_an_engine_section_has_no_launch():
 def test_an_unbalanced_router_command_is_a_value_error():
     with pytest.raises(ValueError):
         placement_view({"deployType": "pd_cluster", "router": {"command": "vllm-router --policy 'x"}})
+
+
+# --------------------------------------------------------------------------------------
+# Pinned records are untrusted: any JSON in any part placement reads is read or refused
+# with a ValueError naming the key, never another exception.
+# --------------------------------------------------------------------------------------
+
+JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=8),
+                    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3),
+                    max_leaves=8)
+PARTS = {
+    "single_node": ["argv", "env"],
+    "multi_node": ["headArgv", "workerArgvs", "env"],
+    "pd_cluster": ["prefill", "decode", "router", "routerConfig", "mooncake"],
+    "kv_store_lb": ["vllm", "router", "master", "store", "mooncakeConfig"],
+}
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_any_json_in_a_pinned_record_is_read_or_refused_by_key(records, data):
+    shape = data.draw(st.sampled_from(sorted(PARTS)))
+    record = dict(records[shape])
+    for key in data.draw(st.lists(st.sampled_from(PARTS[shape] + ["docker"]), min_size=1, max_size=3)):
+        record[key] = data.draw(JSON)
+    if shape == "multi_node" and "headArgv" not in record:
+        record["headArgv"] = []
+    try:
+        view = placement_view(record)
+    except ValueError as exc:
+        assert ":" in str(exc)  # "<key>: what is wrong"
+    else:
+        assert all(isinstance(word, str) for launches in view.engines.values() for launch in launches
+                   for word in launch.argv)
