@@ -36,7 +36,7 @@ class Service:
     """A router or Mooncake process: its argv, port and configuration."""
 
     argv: tuple[str, ...]
-    port: Any = None
+    port: Optional[int] = None
     config: Mapping[str, Any] = field(default_factory=dict)
 
 
@@ -147,8 +147,11 @@ def _service(section: Any, key: str, config: Optional[Mapping[str, Any]] = None)
         argv = tuple(shell_words(command))
     except ValueError as exc:
         raise ValueError(f"{key}.command: {exc} (a shell command with balanced quotes)") from None
+    port = section.get("port")
+    if port is not None and (isinstance(port, bool) or not isinstance(port, int)):
+        raise ValueError(f"{key}.port: got {port!r}; expected a port number")
     own = _mapping(section.get("config"), f"{key}.config")
-    return Service(argv=argv, port=section.get("port"), config=config if config is not None else own)
+    return Service(argv=argv, port=port, config=config if config is not None else own)
 
 
 def _single(record: Mapping[str, Any], docker: Mapping[str, Any]) -> Sections:

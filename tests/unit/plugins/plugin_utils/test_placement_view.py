@@ -118,6 +118,12 @@ PARTS = {
 }
 
 
+def test_a_router_port_that_is_not_a_number_is_refused_by_key(records):
+    record = dict(records["kv_store_lb"], router={"command": "vllm-router --port 1", "port": "80; rm"})
+    with pytest.raises(ValueError, match=r"router\.port: got '80; rm'; expected a port number"):
+        placement_view(record)
+
+
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
 def test_any_json_in_a_pinned_record_is_read_or_refused_by_key(records, data):
@@ -134,3 +140,4 @@ def test_any_json_in_a_pinned_record_is_read_or_refused_by_key(records, data):
     else:
         assert all(isinstance(word, str) for launches in view.engines.values() for launch in launches
                    for word in launch.argv)
+        assert view.router is None or view.router.port is None or type(view.router.port) is int
