@@ -11,6 +11,7 @@ from __future__ import annotations
 import ipaddress
 import re
 import shlex
+from dataclasses import dataclass
 from typing import Any, Mapping, Optional, Sequence
 
 _PLACEHOLDER_RE = re.compile(r"\$\{([A-Z][A-Z0-9_]*)\}|\$([A-Z][A-Z0-9_]*)")
@@ -39,45 +40,75 @@ def flag_value(argv: Sequence[str], name: str) -> Optional[str]:
     return found
 
 
-def served_model(argv: Sequence[str]) -> tuple[Optional[str], Optional[str], bool]:
-    """(checkpoint, API model name, pins a revision) of a ``vllm serve`` argv.
-
-    The checkpoint is ``--model``, else the positional after ``vllm serve``; the name the OpenAI
-    API answers to is ``--served-model-name``, else the checkpoint.
-    """
-    args = list(argv)
-    model = flag_value(args, "--model") or (args[2] if args[:2] == ["vllm", "serve"] and len(args) > 2 else None)
-    return model, flag_value(args, "--served-model-name") or model, has_flag(args, "--revision")
-
-
 def has_flag(argv: Sequence[str], name: str) -> bool:
     return any(t == name or t.startswith(name + "=") for t in argv)
 
 
-def int_flag(argv: Sequence[str], name: str, default: int) -> int:
+def whole_flag(argv: Sequence[str], name: str) -> Optional[int]:
+    """The last value of ``name`` as a whole number; None when absent or not a number."""
     value = flag_value(argv, name)
-    if value is None:
-        return default
     try:
-        return int(value)
+        return int(value) if value is not None else None
     except ValueError:
-        return default
+        return None
 
 
-def gpus_per_node(argv: Sequence[str]) -> int:
-    """Accelerators one node needs for this vLLM argv.
+def _int_flag(argv: Sequence[str], name: str, default: int) -> int:
+    value = whole_flag(argv, name)
+    return default if value is None else value
 
-    ``tp * pp * dp_local`` (``dp_local`` defaults to the DP size on one node);
-    the mp backend splits ``tp * pp`` over ``--nnodes``.
+
+@dataclass(frozen=True)
+class EngineArgs:
+    """What placement reads of an engine's final ``vllm serve`` argv, read once.
+
+    The last value of a flag wins; ``--x=v`` and the short aliases count. A count or port that
+    is not a whole number reads as the flag's default.
     """
-    tp = int_flag(argv, "--tensor-parallel-size", 1)
-    pp = int_flag(argv, "--pipeline-parallel-size", 1)
-    dp = int_flag(argv, "--data-parallel-size", 1)
-    dp_local = int_flag(argv, "--data-parallel-size-local", dp)
-    nnodes = max(1, int_flag(argv, "--nnodes", 1))
-    if has_flag(argv, "--nnodes") and nnodes > 1:
-        return max(1, (tp * pp * dp) // nnodes)
-    return max(1, tp * pp * dp_local)
+
+    #: the checkpoint: ``--model``, else the positional after ``vllm serve``
+    model: Optional[str]
+    #: the name the OpenAI API answers to: ``--served-model-name``, else the checkpoint
+    served_name: Optional[str]
+    pins_revision: bool
+    #: ``--port`` as written (None: vLLM's default)
+    port: Optional[str]
+    headless: bool
+    nnodes: int
+    node_rank: int
+    master_port: Optional[int]
+    tp: int
+    pp: int
+    dp: int
+    dp_local: int
+    dp_start_rank: int
+    dp_address: bool
+    dp_rpc_port: Optional[int]
+
+    @property
+    def gpus_per_node(self) -> int:
+        """Accelerators one node needs: ``tp * pp * dp_local``, or the mp backend's share of
+        ``tp * pp * dp`` over ``--nnodes``."""
+        if self.nnodes > 1:
+            return max(1, (self.tp * self.pp * self.dp) // self.nnodes)
+        return max(1, self.tp * self.pp * self.dp_local)
+
+
+def engine_args(argv: Sequence[str]) -> EngineArgs:
+    """Read an engine's final argv (see :class:`EngineArgs`)."""
+    args = list(argv)
+    model = flag_value(args, "--model") or (args[2] if args[:2] == ["vllm", "serve"] and len(args) > 2 else None)
+    dp = _int_flag(args, "--data-parallel-size", 1)
+    return EngineArgs(
+        model=model, served_name=flag_value(args, "--served-model-name") or model,
+        pins_revision=has_flag(args, "--revision"), port=flag_value(args, "--port"),
+        headless=has_flag(args, "--headless"), nnodes=max(1, _int_flag(args, "--nnodes", 1)),
+        node_rank=_int_flag(args, "--node-rank", 0), master_port=whole_flag(args, "--master-port"),
+        tp=_int_flag(args, "--tensor-parallel-size", 1), pp=_int_flag(args, "--pipeline-parallel-size", 1),
+        dp=dp, dp_local=_int_flag(args, "--data-parallel-size-local", dp),
+        dp_start_rank=_int_flag(args, "--data-parallel-start-rank", 0),
+        dp_address=flag_value(args, "--data-parallel-address") is not None,
+        dp_rpc_port=whole_flag(args, "--data-parallel-rpc-port"))
 
 
 def find_placeholders(value: Any) -> list[str]:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
-from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._argv_tools import has_flag
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._place_mooncake import place_mooncake
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._placement_view import PlacementView
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._placer_base import PlacerBase
@@ -128,9 +127,8 @@ class PDPlacer(PlacerBase):
                 if launch is None:
                     raise self.error(f"pd.{role}", view.deploy_type,
                                      f"a {role} section in the resolution", "check the recipe")
-                headless = has_flag(launch.argv, "--headless")
                 self.engine_process(
                     host=host, unit=self.unit_name(f"{role}-{rank}"), role=role, launch=launch,
-                    rank=rank, pool=role, start_order=ORDER_FOLLOWER if headless else ORDER_HEAD,
+                    rank=rank, pool=role, start_order=ORDER_FOLLOWER if launch.headless else ORDER_HEAD,
                     network_host=True, multi_host=multi[role],
                     restart_group=f"{self.decl.name}/{role}", mounts=mounts)

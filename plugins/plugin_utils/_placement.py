@@ -47,7 +47,6 @@ from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils import _catalog
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._argv_tools import (
     fill_placeholders,
     find_placeholders,
-    gpus_per_node,
 )
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._engine_shapes import SHAPES, shape_of
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._errors import RecipeError
@@ -110,7 +109,6 @@ __all__ = [
     "engine_factory",
     "fill_placeholders",
     "find_placeholders",
-    "gpus_per_node",
     "plan_to_dict",
     "PLAN_SCHEMA",
 ]

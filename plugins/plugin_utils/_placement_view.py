@@ -30,6 +30,11 @@ class Launch:
     env: Mapping[str, Any]
     docker_argv: Optional[tuple[str, ...]] = None
 
+    @property
+    def headless(self) -> bool:
+        """A rank that serves no HTTP (``--headless``): it starts before the ranks that do."""
+        return "--headless" in self.argv
+
 
 @dataclass(frozen=True)
 class Service:

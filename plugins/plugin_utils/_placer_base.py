@@ -162,7 +162,8 @@ class PlacerBase(ProcessPlacer):
             return
         groups: dict[str, list[Process]] = {}
         for proc in self.processes:
-            if proc.kind == "engine" and proc.role in ("head", "worker") and has_flag(proc.argv, "--nnodes"):
+            if proc.kind == "engine" and proc.role in ("head", "worker") and proc.engine_args is not None \
+                    and proc.engine_args.nnodes > 1:
                 groups.setdefault(proc.restart_group, []).append(proc)
         for members in groups.values():
             head = next((p for p in members if p.role == "head" and p.health_url), None)

@@ -12,13 +12,11 @@ from typing import Any, Mapping, Optional, Sequence
 
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils import _unitfile as U
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._argv_tools import (
+    EngineArgs,
+    engine_args,
     fill_placeholders,
     find_placeholders,
-    flag_value,
-    gpus_per_node,
     has_flag,
-    int_flag,
-    served_model,
     split_joined_flags,
     url_host,
 )
@@ -37,7 +35,6 @@ from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._plan_model imp
     ORDER_HEAD,
     Port,
     Process,
-    Served,
     deployment_error,
 )
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._vendors import VENDORS
@@ -94,26 +91,20 @@ def env_sources(where: str, host: str, address_source: Optional[str], recipe_env
     return keys
 
 
-def engine_ports(proc: Process) -> list[Port]:
-    """The ports an engine rank listens on, read from its argv and env."""
-    argv = proc.argv
+def engine_ports(proc: Process, args: EngineArgs) -> list[Port]:
+    """The ports an engine rank listens on, from its final argv (``args``) and env."""
     ports: list[Port] = []
     if proc.api_port is not None:
         ports.append(Port(proc.api_port, "api"))
-    nnodes = int_flag(argv, "--nnodes", 1)
-    if nnodes > 1 and int_flag(argv, "--node-rank", 0) == 0:
-        ports.append(Port(int_flag(argv, "--master-port", DEFAULT_MASTER_PORT), "mp-master"))
-    dp = int_flag(argv, "--data-parallel-size", 1)
-    dp_local = int_flag(argv, "--data-parallel-size-local", dp)
-    start = int_flag(argv, "--data-parallel-start-rank", 0)
-    if dp > dp_local and start == 0 and has_flag(argv, "--data-parallel-address"):
-        ports.append(Port(int_flag(argv, "--data-parallel-rpc-port", DEFAULT_DP_RPC_PORT),
-                          "dp-rpc"))
+    if args.nnodes > 1 and args.node_rank == 0:
+        ports.append(Port(args.master_port if args.master_port is not None else DEFAULT_MASTER_PORT, "mp-master"))
+    if args.dp > args.dp_local and args.dp_start_rank == 0 and args.dp_address:
+        ports.append(Port(args.dp_rpc_port if args.dp_rpc_port is not None else DEFAULT_DP_RPC_PORT, "dp-rpc"))
     base = proc.env.get("VLLM_NIXL_SIDE_CHANNEL_PORT")
     if base is not None and base.isdigit():
-        count = dp_local if dp > 1 else 1
+        count = args.dp_local if args.dp > 1 else 1
         for offset in range(count):
-            ports.append(Port(int(base) + start + offset, NIXL_SIDE_CHANNEL))
+            ports.append(Port(int(base) + args.dp_start_rank + offset, NIXL_SIDE_CHANNEL))
     return ports
 
 
@@ -131,23 +122,25 @@ class ProcessPlacer(PlacerContext):
                        start_order=start_order, network_host=network_host,
                        restart_group=restart_group or self.decl.name)
         mapping = self.mapping(host)
-        self._engine_argv(proc, launch.argv, mapping)
+        args = self._engine_argv(proc, launch.argv, mapping)
         self._engine_env(proc, launch.env, mapping, multi_host, extra_env or {})
         self._engine_container(proc, launch.docker_argv, mapping, mounts)
         self._check_engine(proc)
-        proc.ports = engine_ports(proc)
+        proc.ports = engine_ports(proc, args)
         self.processes.append(proc)
         return proc
 
-    def _engine_argv(self, proc: Process, argv: Sequence[str], mapping: Mapping[str, str]) -> None:
-        """The filled program argv and the API port: recipe --port, else ports.api (appended), else 8000."""
+    def _engine_argv(self, proc: Process, argv: Sequence[str], mapping: Mapping[str, str]) -> EngineArgs:
+        """The filled program argv and the API port: recipe --port, else ports.api (appended), else 8000.
+        Returns what the final argv says (:class:`EngineArgs`)."""
         program = split_joined_flags([str(t) for t in argv])
         if self.spec.api_key is not None or "$API_KEY" in program or any(
                 t.startswith("--api-key") for t in program):
             program = drop_api_key(self.decl, program, proc.unit)
         program = fill_placeholders(program, mapping)
-        headless = has_flag(program, "--headless")
-        recipe_port = flag_value(program, "--port")
+        args = engine_args(program)
+        written = len(program)
+        recipe_port = args.port
         wanted = self.spec.ports.api
         if wanted is not None and proc.role not in ("prefill", "decode"):
             if recipe_port is not None and recipe_port != str(wanted):
@@ -157,13 +150,15 @@ class ProcessPlacer(PlacerContext):
             if recipe_port is None:
                 program += ["--port", str(wanted)]
                 recipe_port = str(wanted)
-        if self.spec.ports.master is not None and has_flag(program, "--nnodes") \
-                and not has_flag(program, "--master-port"):
+        if self.spec.ports.master is not None and args.nnodes > 1 and not has_flag(program, "--master-port"):
             program += ["--master-port", str(self.spec.ports.master)]
+        if len(program) != written:  # flags of ours were appended: read the final argv
+            args = engine_args(program)
         api_port = int(recipe_port) if recipe_port and recipe_port.isdigit() else DEFAULT_API_PORT
         proc.argv = program
-        proc.api_port = None if headless else api_port
-        proc.served = Served(*served_model(program))
+        proc.api_port = None if args.headless else api_port
+        proc.engine_args = args
+        return args
 
     def _engine_env(self, proc: Process, env: Mapping[str, Any], mapping: Mapping[str, str],
                     multi_host: bool, extra_env: Mapping[str, str]) -> None:
@@ -180,7 +175,7 @@ class ProcessPlacer(PlacerContext):
             except ValueError:
                 raise self.error("env.CUDA_VISIBLE_DEVICES", pinned, "comma-separated indexes",
                                  "fix the recipe's CUDA_VISIBLE_DEVICES") from None
-        proc.gpu_need = len(proc.pinned_gpus) if proc.pinned_gpus else gpus_per_node(proc.argv)
+        proc.gpu_need = len(proc.pinned_gpus) if proc.pinned_gpus else proc.engine_args.gpus_per_node
         node_env = self._node_env(proc, final_env, multi_host)
         node_env.update(extra_env)
         proc.env_keys = env_sources(self.where, proc.host, self.hosts[proc.host].address_source, env, node_env)

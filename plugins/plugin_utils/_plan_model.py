@@ -12,6 +12,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Optional
 
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._argv_tools import EngineArgs
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._inventory import (
     DeclaredDeployment,
     DeploymentSpec,
@@ -135,16 +136,6 @@ class ConfigFile:
     mode: str = "0644"
 
 
-@dataclass(frozen=True)
-class Served:
-    """What an engine serves: the checkpoint it loads, the name its API answers to, and whether
-    its argv pins a ``--revision`` (the weights role and the upgrade's probes read these)."""
-
-    model: Optional[str]
-    name: Optional[str]
-    revision_in_argv: bool
-
-
 @dataclass
 class Process:
     """One supervised process: one systemd unit on one host."""
@@ -174,8 +165,9 @@ class Process:
     mounts: list[tuple[str, str, str]] = field(default_factory=list)
     network_host: bool = False
     api_port: Optional[int] = None
-    #: What an engine serves (read once from its final argv at placement); None for other kinds.
-    served: Optional[Served] = None
+    #: What an engine's final argv says (served model, parallel layout, ports), read once at
+    #: placement; None for other kinds.
+    engine_args: Optional[EngineArgs] = None
     exec_argv: list[str] = field(default_factory=list)
     env_file: str = ""
     #: 0600 file with the secret env (``KEY=value`` lines), mounted into the container.

@@ -41,8 +41,9 @@ def process_to_dict(proc: Process) -> dict[str, Any]:
         "gpus": list(proc.gpus),
         "runtime": proc.runtime,
         "image": proc.image,
-        "served": None if proc.served is None else {
-            "model": proc.served.model, "name": proc.served.name, "revision_in_argv": proc.served.revision_in_argv},
+        "served": None if proc.engine_args is None else {
+            "model": proc.engine_args.model, "name": proc.engine_args.served_name,
+            "revision_in_argv": proc.engine_args.pins_revision},
         "exec_start": list(proc.exec_argv),
         "start_order": proc.start_order,
         "restart_group": proc.restart_group,
@@ -64,7 +65,7 @@ def rollout_batches(plan: DeploymentPlan) -> list[dict[str, Any]]:
             if proc.kind == "engine" and proc.health_url:
                 base = proc.health_url[:-len("/health")]
                 out.append({"host": proc.host, "unit": proc.unit_file, "health_url": proc.health_url,
-                            "completions_url": f"{base}/v1/completions", "model": proc.served.name if proc.served else None})
+                            "completions_url": f"{base}/v1/completions", "model": proc.engine_args.served_name if proc.engine_args else None})
         return out
 
     def files(procs: Sequence[Process], with_configs: bool) -> dict[str, list[str]]:

@@ -85,7 +85,7 @@ def test_target_labels():
     fleet = example_fleet("pd_cluster")
     (dep,) = fleet.deployments
     groups = M.file_sd(P.plan_to_dict(fleet))[dep.name]
-    model = next(p for p in dep.processes if p.kind == "engine").served.name
+    model = next(p for p in dep.processes if p.kind == "engine").engine_args.served_name
     assert model == "zai-org/GLM-5.3-Flash"
     for group in groups:
         labels = group["labels"]

@@ -103,7 +103,7 @@ def assert_no_placeholders(fleet: P.FleetPlan) -> None:
     (["vllm", "serve", "m", "--data-parallel-size", "4", "--tensor-parallel-size", "2"], 8),
 ])
 def test_gpus_per_node(argv, need):
-    assert P.gpus_per_node(argv) == need
+    assert A.engine_args(argv).gpus_per_node == need
 
 
 @pytest.mark.parametrize("value, mapping, expected", [
@@ -180,7 +180,7 @@ def test_single_node_matches_upstream_argv(corpus, hf_id, hardware, features, ve
     image = case["docker"]["image"]
     assert exec_argv[exec_argv.index(image) + 1:] == case["argv"][2:]
     visible = "CUDA_VISIBLE_DEVICES" if vendor == "nvidia" else "ROCR_VISIBLE_DEVICES"
-    assert proc.env[visible] == ",".join(str(i) for i in range(P.gpus_per_node(case["argv"])))
+    assert proc.env[visible] == ",".join(str(i) for i in range(A.engine_args(case["argv"]).gpus_per_node))
     assert "VLLM_HOST_IP" not in proc.env  # bridge network: the host IP is not in the container
     assert proc.ports == [P.Port(8000, "api")]
     assert proc.health_url == f"http://{addr(0)}:8000/health"
