@@ -1,6 +1,7 @@
 # Copyright: (c) 2026, vllm_fleet maintainers
 # Apache License 2.0 (see LICENSE)
-"""The recipe engine's output types: a ``Resolution`` and its ``Process`` launches.
+"""The recipe engine's output types: a ``Resolution`` and its ``Process`` launches, and the
+``PlacementView`` of one resolution that placers read.
 
 PRIVATE to the vllm_fleet.recipes collection: not a public API, may change
 without notice. Other collections must not import it.
@@ -62,3 +63,65 @@ class Resolution:
         data = asdict(self)
         data["selection"] = asdict(self.selection)
         return data
+
+
+@dataclass(frozen=True)
+class Launch:
+    """One engine process: its argv and env, and the recipes site's ``docker run`` argv for it."""
+
+    argv: tuple[str, ...]
+    env: Mapping[str, Any]
+    docker_argv: Optional[tuple[str, ...]] = None
+
+    @property
+    def headless(self) -> bool:
+        """A rank that serves no HTTP (``--headless``): it starts before the ranks that do."""
+        return "--headless" in self.argv
+
+
+@dataclass(frozen=True)
+class Service:
+    """A router or Mooncake process: its argv, port and configuration."""
+
+    argv: tuple[str, ...]
+    port: Optional[int] = None
+    config: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class MooncakeView:
+    """The Mooncake master, the store (centralized topology only) and the engine-side config."""
+
+    master: Optional[Service]
+    store: Optional[Service]
+    config: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class PlacementView:
+    """One resolution as placement reads it.
+
+    ``engines`` is keyed like the site's ``docker.processes``: ``single``;
+    ``head`` and ``workers`` (ranks 1..n-1); ``prefill`` and ``decode`` (this
+    rank of each pool); ``vllm`` and ``vllm_workers`` (one Mooncake instance).
+    """
+
+    shape: str
+    deploy_type: str
+    image: Optional[str]
+    docker_meta: Mapping[str, Any]
+    engines: Mapping[str, tuple[Launch, ...]]
+    router: Optional[Service] = None
+    mooncake: Optional[MooncakeView] = None
+
+    @property
+    def env(self) -> Mapping[str, Any]:
+        """The env of the first engine process (the one every rank of the view shares)."""
+        for launches in self.engines.values():
+            if launches:
+                return launches[0].env
+        return {}
+
+    def engine(self, key: str) -> Optional[Launch]:
+        launches = self.engines.get(key) or ()
+        return launches[0] if launches else None

@@ -14,7 +14,7 @@ from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._argv_tools imp
     fill_placeholders,
     find_placeholders,
 )
-from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._placement_view import MooncakeView, Service
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._launch import MooncakeView, Service
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._placer_base import PlacerBase
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._plan_model import (
     ORDER_MOONCAKE_MASTER,

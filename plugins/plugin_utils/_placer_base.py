@@ -19,7 +19,7 @@ from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._argv_tools imp
     url_host,
 )
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._container import HARDENED_VENDORS
-from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._placement_view import PlacementView
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._launch import PlacementView
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._placer_process import ProcessPlacer
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._plan_model import (
     DEFAULT_ROUTER_METRICS_PORT,

@@ -18,7 +18,8 @@ from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._inventory impo
     DeclaredDeployment,
     HostSpec,
 )
-from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._placement_view import PlacementView, placement_view
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._launch import PlacementView
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._placement_view import placement_view
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._plan_model import (
     BoundEngine,
     ConfigFile,

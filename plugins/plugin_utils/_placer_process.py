@@ -25,7 +25,7 @@ from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._inventory impo
     DeclaredDeployment,
     is_secret_env,
 )
-from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._placement_view import Launch
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._launch import Launch
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._placer_context import PlacerContext
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._plan_model import (
     DEFAULT_API_PORT,

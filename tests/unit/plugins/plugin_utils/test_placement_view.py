@@ -8,7 +8,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._argv_tools import shell_words
-from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._placement_view import Launch, placement_view
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._launch import Launch
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._placement_view import placement_view
 from fleet_corpus import load_cases, with_docker
 
 HF_IDS = ("Qwen/Qwen3.8-2.4T-A95B", "MiniMaxAI/MiniMax-M2")
