@@ -11,13 +11,14 @@ and decode pools, a router), ``kv_store_lb`` (Mooncake instances, a router),
 :func:`shape_of` is the one place that tells them apart. Each :class:`Shape`
 has the engine's half (``expand``: every process of every rank and instance)
 and placement's half (``view``: the site-shaped sections for one PD rank or
-Mooncake instance, and the ``docker.processes`` entries).
+Mooncake instance, as the typed engine launches, router and Mooncake services of a
+:class:`PlacementView`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Optional, Sequence
 
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._gates import (
     PD_ROLE_PORTS,
@@ -26,7 +27,12 @@ from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._gates import (
     follower_ranks,
 )
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._argv_tools import shell_words
-from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._launch import Process
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._launch import (
+    Launch,
+    MooncakeView,
+    Process,
+    Service,
+)
 
 
 @dataclass(frozen=True)
@@ -44,8 +50,9 @@ class Expansion:
     launch: Callable[..., Process]
 
 
-#: The site-shaped view's sections that ``view`` replaced, and its ``docker.processes``.
-View = tuple[dict[str, Any], dict[str, Any]]
+#: What placement reads of one rank or instance: the engine launches (keyed like the site's
+#: ``docker.processes``), the router and the Mooncake services (``PlacementView``'s parts).
+View = tuple[dict[str, tuple[Launch, ...]], Optional[Service], Optional[MooncakeView]]
 
 
 @dataclass(frozen=True)
@@ -62,8 +69,19 @@ def shape_of(output: Mapping[str, Any]) -> str:
     return "multi_node" if "headArgv" in output else "single_node"
 
 
-def docker_entry(proc: Process) -> dict[str, Any]:
-    return {"port": proc.port, "argv": list(proc.docker_argv or ())}
+def _launch(proc: Process) -> Launch:
+    return Launch(argv=proc.argv, env=proc.env, docker_argv=proc.docker_argv)
+
+
+def _service(proc: Optional[Process], config: Optional[Mapping[str, Any]] = None) -> Optional[Service]:
+    if proc is None:
+        return None
+    return Service(argv=proc.argv, port=proc.port, config=config if config is not None else proc.config or {})
+
+
+def _mooncake_view(by_name: Mapping[str, Process], config: Any) -> MooncakeView:
+    return MooncakeView(master=_service(by_name.get("mooncake-master")), store=_service(by_name.get("mooncake-store")),
+                        config=config or {})
 
 
 def _router(command: str, port: Any) -> Process:
@@ -112,19 +130,17 @@ def _expand_pd(x: Expansion) -> list[Process]:
 
 def _view_pd(output: Mapping[str, Any], processes: Sequence[Process], overrides: Mapping[str, Any]) -> View:
     by_name = {p.name: p for p in processes}
-    sections: dict[str, Any] = {}
-    docker: dict[str, Any] = {}
+    engines = {}
     pools = overrides.get("pd_nodes") or {}
     for role in PD_ROLES:
         request = pools.get(role)
         rank = int(request.get("rank") or 0) if isinstance(request, Mapping) else 0
         proc = by_name.get(f"{role}-{rank}")
-        if proc is None:
-            continue
-        sections[role] = dict(output[role], argv=list(proc.argv), env=dict(proc.env), command=proc.command,
-                              currentNode=rank)
-        docker[role] = docker_entry(proc)
-    return sections, docker
+        if proc is not None:
+            engines[role] = (_launch(proc),)
+    section = output.get("mooncake")
+    mooncake = _mooncake_view(by_name, section.get("config") or section.get("mooncakeConfig")) if section else None
+    return engines, _service(by_name.get("router"), output.get("routerConfig") or {}), mooncake
 
 
 # ---------------------------------------------------------------------------------------------
@@ -153,14 +169,14 @@ def _view_kv(output: Mapping[str, Any], processes: Sequence[Process], overrides:
     current = int(((overrides.get("kv_instances") or {}).get("current")) or 0)
     group = [p for p in processes if p.group == f"instance-{current}"]
     head = next((p for p in group if p.rank == 0), None)
-    if head is None:
-        return {}, {}
-    workers = sorted((p for p in group if p.rank > 0), key=lambda p: p.rank)
-    vllm = dict(output.get("vllm") or {}, argv=list(head.argv), env=dict(head.env))
-    if workers:
-        vllm["workerArgvs"] = [list(w.argv) for w in workers]
-    docker = {"vllm": docker_entry(head), "vllm_workers": [docker_entry(w) for w in workers]}
-    return {"vllm": vllm, "currentInstance": current}, docker
+    engines = {}
+    if head is not None:
+        workers = sorted((p for p in group if p.rank > 0), key=lambda p: p.rank)
+        engines = {"vllm": (_launch(head),), "vllm_workers": tuple(_launch(w) for w in workers)}
+    by_name = {p.name: p for p in processes}
+    # the router's own keys (its port) are its configuration, as the site prints them
+    router = {k: v for k, v in (output.get("router") or {}).items() if k not in ("command", "install")}
+    return engines, _service(by_name.get("router"), router), _mooncake_view(by_name, output.get("mooncakeConfig"))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -178,7 +194,8 @@ def _expand_multi(x: Expansion) -> list[Process]:
 def _view_multi(output: Mapping[str, Any], processes: Sequence[Process], overrides: Mapping[str, Any]) -> View:
     del output, overrides
     head = next(p for p in processes if p.name == "head")
-    return {}, {"head": docker_entry(head), "workers": [docker_entry(p) for p in processes if p.role == "worker"]}
+    workers = tuple(_launch(p) for p in processes if p.role == "worker")
+    return {"head": (_launch(head),), "workers": workers}, None, None
 
 
 def _expand_single(x: Expansion) -> list[Process]:
@@ -194,7 +211,7 @@ def _expand_single(x: Expansion) -> list[Process]:
 def _view_single(output: Mapping[str, Any], processes: Sequence[Process], overrides: Mapping[str, Any]) -> View:
     del output, overrides
     serve = next((p for p in processes if p.name == "serve"), None)
-    return {}, ({"single": docker_entry(serve)} if serve is not None else {})
+    return ({"single": (_launch(serve),)} if serve is not None else {}), None, None
 
 
 SHAPES: Mapping[str, Shape] = {

@@ -65,7 +65,7 @@ from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._inventory impo
     collect_deployments,
     host_spec,
 )
-from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._launch import Resolution
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._launch import PlacementView, Resolution
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._place_kv import KVPlacer
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._place_multi import MultiNodePlacer
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._place_pd import PDPlacer
@@ -251,19 +251,17 @@ def build_plan(hostvars: Mapping[str, Mapping[str, Any]], groups: Mapping[str, S
 # --------------------------------------------------------------------------------------
 
 
-def resolution_view(res: Resolution, overrides: Mapping[str, Any]) -> dict[str, Any]:
-    """Turn an ``_engine.Resolution`` into the upstream-shaped view for ``overrides``.
-
-    The engine expands every rank itself; the view for a PD rank ``r`` carries
-    that rank's ``argv``/``env`` in ``prefill``/``decode``; the view for Mooncake
-    instance ``i`` carries that instance's ``vllm`` section. ``docker.processes``
-    is shaped like the recipes site's (single, head, workers, prefill, decode,
-    vllm, vllm_workers). Each shape's view is in ``_engine_shapes.SHAPES``.
+def placement_of(res: Resolution, overrides: Mapping[str, Any]) -> PlacementView:
+    """What placement reads of an ``_engine.Resolution`` for ``overrides``: the launches of the
+    PD rank or Mooncake instance they name (every rank for the other shapes), the router and the
+    Mooncake services, typed. Each shape's view is in ``_engine_shapes.SHAPES``.
     """
-    sections, docker = SHAPES[shape_of(res.output)].view(res.output, res.processes, overrides)
-    out = dict(res.output, **sections)
-    out["docker"] = {"image": res.image, "meta": dict(res.docker.get("meta") or {}), "processes": docker}
-    return out
+    shape = shape_of(res.output)
+    engines, router, mooncake = SHAPES[shape].view(res.output, res.processes, overrides)
+    meta = dict(res.docker.get("meta") or {})
+    return PlacementView(shape=shape, deploy_type=str(res.output.get("deployType")),
+                         image=res.image or meta.get("image"), docker_meta=meta, engines=engines, router=router,
+                         mooncake=mooncake)
 
 
 def _pinned_records(decl: DeclaredDeployment, base_dir: Optional[str]) -> tuple[str, Any]:
@@ -346,14 +344,14 @@ def engine_factory(*, catalog: Any = None, recipe_dirs: Sequence[str] = (), base
         cache: dict[str, Resolution] = {}
         bound = BoundEngine(resolve=lambda o: {})
 
-        def resolve(overrides: Mapping[str, Any]) -> Mapping[str, Any]:
+        def resolve(overrides: Mapping[str, Any]) -> PlacementView:
             selection = _engine_selection(base, overrides)
             key = overrides_key(selection)
             if key not in cache:
                 cache[key] = _engine.resolve(recipe, selection, cat)
                 if bound.hardware_id is None:
                     _describe_selection(bound, cache[key], recipe, profiles)
-            return resolution_view(cache[key], overrides)
+            return placement_of(cache[key], overrides)
 
         bound.resolve = resolve
         return bound

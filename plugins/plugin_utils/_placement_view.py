@@ -1,15 +1,16 @@
 # Copyright: (c) 2026, vllm_fleet maintainers
 # Apache License 2.0 (see LICENSE)
-"""What a placer reads of one resolution: typed, read once from the site-shaped record.
+"""Records of the view placement reads of a resolution (``PlacementView``): written to plan.json, read back.
 
 PRIVATE to the vllm_fleet.recipes collection: not a public API, may change
 without notice. Other collections must not import it.
 
-The engine answers placement with a record shaped like the recipes site's
-output (plus its ``docker`` wrapping); plan.json pins those records and
-``resolution_file`` replays them. :func:`placement_view` reads a record, from
-either source, into a :class:`PlacementView` once, so placers work on typed
-launches and never on the record's camelCase keys or command text.
+plan.json pins, per deployment, every view placement asked for, as a typed
+record (:func:`view_record`); ``resolution_file`` replays them.
+:func:`placement_view` reads such a record, and also a record in the recipes
+site's output shape (plan.json before typed records, and the conformance
+corpus the tests place), so placers only ever see the typed view. Records are
+untrusted: every part placement reads is type-checked and refused by its key.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from __future__ import annotations
 from typing import Any, Mapping, Optional
 
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._argv_tools import shell_words
-from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._engine_shapes import shape_of
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._engine_shapes import View, shape_of
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._gates import PD_ROLES
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._launch import (
     Launch,
@@ -27,13 +28,36 @@ from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._launch import 
 )
 
 
+def view_record(view: PlacementView) -> dict[str, Any]:
+    """The JSON record of a view (plan.json's ``resolutions``); :func:`placement_view` reads it back."""
+    return {
+        "shape": view.shape, "deploy_type": view.deploy_type, "image": view.image,
+        "docker_meta": dict(view.docker_meta),
+        "engines": {key: [{"argv": list(launch.argv), "env": dict(launch.env),
+                           "docker_argv": None if launch.docker_argv is None else list(launch.docker_argv)}
+                          for launch in launches] for key, launches in view.engines.items()},
+        "router": _service_record(view.router),
+        "mooncake": None if view.mooncake is None else {
+            "master": _service_record(view.mooncake.master), "store": _service_record(view.mooncake.store),
+            "config": dict(view.mooncake.config)},
+    }
+
+
+def _service_record(service: Optional[Service]) -> Optional[dict[str, Any]]:
+    if service is None:
+        return None
+    return {"argv": list(service.argv), "port": service.port, "config": dict(service.config)}
+
+
 def placement_view(record: Mapping[str, Any]) -> PlacementView:
-    """Read one site-shaped resolution record.
+    """Read one resolution record: typed (:func:`view_record`), or in the recipes site's shape.
 
     ValueError naming the record's key when a part placement reads has the wrong type (an argv
     that is not a list of scalars, an env that is not a mapping ...) or a router or Mooncake
     command does not split into words: pinned records are untrusted input.
     """
+    if "engines" in record:
+        return _typed(record)
     docker = _mapping(record.get("docker"), "docker")
     meta = _mapping(docker.get("meta"), "docker.meta")
     image = docker.get("image") or meta.get("image")
@@ -43,9 +67,6 @@ def placement_view(record: Mapping[str, Any]) -> PlacementView:
     engines, router, mooncake = _READERS[shape](record, _mapping(docker.get("processes"), "docker.processes"))
     return PlacementView(shape=shape, deploy_type=str(record.get("deployType")), image=image, docker_meta=meta,
                          engines=engines, router=router, mooncake=mooncake)
-
-
-Sections = tuple[dict[str, tuple[Launch, ...]], Optional[Service], Optional[MooncakeView]]
 
 
 def _mapping(value: Any, key: str) -> Mapping[str, Any]:
@@ -102,14 +123,14 @@ def _service(section: Any, key: str, config: Optional[Mapping[str, Any]] = None)
     return Service(argv=argv, port=port, config=config if config is not None else own)
 
 
-def _single(record: Mapping[str, Any], docker: Mapping[str, Any]) -> Sections:
+def _single(record: Mapping[str, Any], docker: Mapping[str, Any]) -> View:
     if "argv" not in record:
         return {}, None, None
     return {"single": _launches([record["argv"]], record.get("env"), [docker.get("single")], "argv",
                                 "docker.processes.single")}, None, None
 
 
-def _multi(record: Mapping[str, Any], docker: Mapping[str, Any]) -> Sections:
+def _multi(record: Mapping[str, Any], docker: Mapping[str, Any]) -> View:
     env = record.get("env")
     return {"head": _launches([record["headArgv"]], env, [docker.get("head")], "headArgv", "docker.processes.head"),
             "workers": _launches(_list(record.get("workerArgvs"), "workerArgvs"), env,
@@ -117,7 +138,7 @@ def _multi(record: Mapping[str, Any], docker: Mapping[str, Any]) -> Sections:
                                  "docker.processes.workers")}, None, None
 
 
-def _pd(record: Mapping[str, Any], docker: Mapping[str, Any]) -> Sections:
+def _pd(record: Mapping[str, Any], docker: Mapping[str, Any]) -> View:
     engines = {}
     for role in PD_ROLES:
         part = _mapping(record.get(role), role)
@@ -135,7 +156,7 @@ def _pd(record: Mapping[str, Any], docker: Mapping[str, Any]) -> Sections:
         mooncake
 
 
-def _kv(record: Mapping[str, Any], docker: Mapping[str, Any]) -> Sections:
+def _kv(record: Mapping[str, Any], docker: Mapping[str, Any]) -> View:
     vllm = _mapping(record.get("vllm"), "vllm")
     engines = {}
     if "argv" in vllm:
@@ -151,6 +172,47 @@ def _kv(record: Mapping[str, Any], docker: Mapping[str, Any]) -> Sections:
                             store=_service(record.get("store"), "store"),
                             config=_mapping(record.get("mooncakeConfig"), "mooncakeConfig"))
     return engines, _service(router, "router", router_config), mooncake
+
+
+def _typed(record: Mapping[str, Any]) -> PlacementView:
+    shape = record.get("shape")
+    if not isinstance(shape, str) or shape not in _READERS:
+        raise ValueError(f"shape: got {shape!r}; expected one of {', '.join(sorted(_READERS))}")
+    image = record.get("image")
+    if image is not None and not isinstance(image, str):
+        raise ValueError(f"image: got {type(image).__name__}; expected an image reference")
+    engines = {}
+    for key, launches in _mapping(record.get("engines"), "engines").items():
+        engines[str(key)] = tuple(_typed_launch(item, f"engines.{key}[{i}]")
+                                  for i, item in enumerate(_list(launches, f"engines.{key}")))
+    mooncake = None
+    if record.get("mooncake") is not None:
+        section = _mapping(record["mooncake"], "mooncake")
+        mooncake = MooncakeView(master=_typed_service(section.get("master"), "mooncake.master"),
+                                store=_typed_service(section.get("store"), "mooncake.store"),
+                                config=_mapping(section.get("config"), "mooncake.config"))
+    return PlacementView(shape=str(shape), deploy_type=str(record.get("deploy_type")), image=image,
+                         docker_meta=_mapping(record.get("docker_meta"), "docker_meta"), engines=engines,
+                         router=_typed_service(record.get("router"), "router"), mooncake=mooncake)
+
+
+def _typed_launch(item: Any, key: str) -> Launch:
+    if not isinstance(item, Mapping):
+        raise ValueError(f"{key}: got {type(item).__name__}; expected a mapping with argv, env and docker_argv")
+    docker = item.get("docker_argv")
+    return Launch(argv=_argv(item.get("argv"), f"{key}.argv"), env=_mapping(item.get("env"), f"{key}.env"),
+                  docker_argv=None if docker is None else _argv(docker, f"{key}.docker_argv"))
+
+
+def _typed_service(section: Any, key: str) -> Optional[Service]:
+    if section is None:
+        return None
+    section = _mapping(section, key)
+    port = section.get("port")
+    if port is not None and (isinstance(port, bool) or not isinstance(port, int)):
+        raise ValueError(f"{key}.port: got {port!r}; expected a port number")
+    return Service(argv=_argv(section.get("argv"), f"{key}.argv"), port=port,
+                   config=_mapping(section.get("config"), f"{key}.config"))
 
 
 _READERS = {"single_node": _single, "multi_node": _multi, "pd_cluster": _pd, "kv_store_lb": _kv}

@@ -19,7 +19,7 @@ from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._inventory impo
     HostSpec,
 )
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._launch import PlacementView
-from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._placement_view import placement_view
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._placement_view import placement_view, view_record
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._plan_model import (
     BoundEngine,
     ConfigFile,
@@ -50,21 +50,27 @@ class Resolutions:
                 raise
             except RecipeError as exc:
                 raise engine_error(self.decl, exc) from None
-            if not isinstance(result, Mapping) or "deployType" not in result:
-                raise deployment_error(self.decl, "recipe", self.decl.spec.recipe,
-                                       "the engine to return a resolution with deployType",
-                                       "check the recipe and selection")
-            try:
-                self._cache[key] = placement_view(result)
-            except ValueError as exc:
-                pinned = bool(self.decl.spec.resolution_file)
-                raise deployment_error(self.decl, "resolution_file" if pinned else "recipe",
-                                       self.decl.spec.resolution_file if pinned else self.decl.spec.recipe,
-                                       f"a resolution placement can read ({exc})",
-                                       "re-render and pin the new plan.json" if pinned else
-                                       "fix the recipe or strategy that produced it") from None
-            self.records.append({"overrides": json.loads(key), "resolution": result})
+            self._cache[key] = self._view(result)
+            self.records.append({"overrides": json.loads(key), "resolution": view_record(self._cache[key])})
         return self._cache[key]
+
+    def _view(self, result: Any) -> PlacementView:
+        """The engine's view, or one read from a record (pinned, or in the recipes site's shape)."""
+        if isinstance(result, PlacementView):
+            return result
+        if not isinstance(result, Mapping) or not ("deployType" in result or "engines" in result):
+            raise deployment_error(self.decl, "recipe", self.decl.spec.recipe,
+                                   "the engine to return a resolution with deployType",
+                                   "check the recipe and selection")
+        try:
+            return placement_view(result)
+        except ValueError as exc:
+            pinned = bool(self.decl.spec.resolution_file)
+            raise deployment_error(self.decl, "resolution_file" if pinned else "recipe",
+                                   self.decl.spec.resolution_file if pinned else self.decl.spec.recipe,
+                                   f"a resolution placement can read ({exc})",
+                                   "re-render and pin the new plan.json" if pinned else
+                                   "fix the recipe or strategy that produced it") from None
 
 
 def _child_group(decl: DeclaredDeployment, groups: Mapping[str, Sequence[str]],

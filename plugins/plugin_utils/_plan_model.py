@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Optional
+from typing import Any, Callable, Mapping, Optional, Union
 
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._argv_tools import EngineArgs
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._launch import PlacementView
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._inventory import (
     DeclaredDeployment,
     DeploymentSpec,
@@ -22,7 +23,9 @@ from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._inventory impo
 
 PLAN_SCHEMA = "vllm_fleet.plan/v1"
 
-Resolver = Callable[[Mapping[str, Any]], Mapping[str, Any]]
+#: overrides -> the resolution placement reads: a ``PlacementView``, or a record of one
+#: (``_placement_view``: a pinned plan.json record, or the recipes site's output shape).
+Resolver = Callable[[Mapping[str, Any]], Union[PlacementView, Mapping[str, Any]]]
 
 DEFAULT_API_PORT = 8000
 DEFAULT_MASTER_PORT = 29501
@@ -92,7 +95,8 @@ class BoundEngine:
     """The recipe engine bound to one deployment's selection.
 
     ``resolve(overrides)`` merges ``overrides`` (node_count, pd_nodes,
-    kv_instances) into the deployment's selection and returns the resolution.
+    kv_instances) into the deployment's selection and returns the resolution
+    (see ``Resolver``).
     ``hardware_profile`` is the taxonomy entry of the selected hardware
     (``brand``, ``generation``, ``gpu_count``) when known; ``hardware_id`` and
     ``selection`` describe the completed selection. An adapter may fill these

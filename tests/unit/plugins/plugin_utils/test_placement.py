@@ -579,13 +579,28 @@ def test_seed_unknown_feature_surfaces_the_engine_error():
         engine_plan(dict(SEED, strategy="single_node_tp", features=["no_such_feature"]), ["a"])
 
 
-def test_resolution_file_pins_a_rendered_plan(tmp_path):
-    fleet = engine_plan(dict(SEED, strategy="multi_node_tp_pp"), ["b", "c"])
+PINNED = {
+    "multi_node_tp_pp": ({"strategy": "multi_node_tp_pp"}, ["b", "c"], {}),
+    "pd_cluster_dep": ({"strategy": "pd_cluster", "pd": {"prefill": {"parallelism": "dep"}}}, ["p0", "p1", "d0", "r"],
+                       {"children": {"dep_prefill": ["p0", "p1"], "dep_decode": ["d0"], "dep_router": ["r"]}}),
+    "mooncake": ({"strategy": "single_node_tp", "kv_offload": "kv_store_centralized_mooncake", "kv_instances": 2},
+                 ["a", "b", "r", "s"], {"children": {"dep_router": ["r"], "dep_mooncake_store": ["s"]}}),
+}
+
+
+@pytest.mark.parametrize("case", sorted(PINNED))
+def test_resolution_file_pins_a_rendered_plan(tmp_path, case):
+    selection, hosts, kw = PINNED[case]
+    fleet = engine_plan(dict(SEED, **selection), hosts, **kw)
+    pinned = P.plan_to_dict(fleet)["deployments"]["dep"]
+    assert all("engines" in record["resolution"] for record in pinned["resolutions"])  # typed records
     pins = tmp_path / "pins.json"
-    pins.write_text(json.dumps(P.plan_to_dict(fleet)["deployments"]["dep"]))
-    again = engine_plan(dict(SEED, strategy="multi_node_tp_pp", resolution_file=str(pins)), ["b", "c"])
-    assert [p.exec_argv for p in again.deployments[0].processes] == \
-        [p.exec_argv for p in fleet.deployments[0].processes]
+    pins.write_text(json.dumps(pinned))
+    again = engine_plan(dict(SEED, **selection, resolution_file=str(pins)), hosts, **kw)
+    assert [(p.unit, p.exec_argv, p.env) for p in again.deployments[0].processes] == \
+        [(p.unit, p.exec_argv, p.env) for p in fleet.deployments[0].processes]
+    assert [(c.host, c.dest, c.content) for c in again.deployments[0].config_files] == \
+        [(c.host, c.dest, c.content) for c in fleet.deployments[0].config_files]
 
 
 def test_missing_fabric_interface_names_the_host_and_variable(corpus):

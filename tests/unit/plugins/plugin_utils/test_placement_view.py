@@ -3,13 +3,15 @@ real site records (the conformance corpus), read once; and what a malformed pinn
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._argv_tools import shell_words
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._launch import Launch
-from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._placement_view import placement_view
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._placement_view import placement_view, view_record
 from fleet_corpus import load_cases, with_docker
 
 HF_IDS = ("Qwen/Qwen3.8-2.4T-A95B", "MiniMaxAI/MiniMax-M2")
@@ -143,3 +145,33 @@ def test_any_json_in_a_pinned_record_is_read_or_refused_by_key(records, data):
                    for word in launch.argv)
         assert view.router is None or view.router.port is None or \
             (isinstance(view.router.port, int) and not isinstance(view.router.port, bool))
+
+
+# --------------------------------------------------------------------------------------
+# Typed records (plan.json's resolutions): written by view_record, read back unchanged.
+# --------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("shape", ["single_node", "multi_node", "pd_cluster", "kv_store_lb"])
+def test_a_typed_record_reads_back_as_the_same_view_through_json(records, shape):
+    view = placement_view(records[shape])
+    record = json.loads(json.dumps(view_record(view)))
+    assert "engines" in record and "headArgv" not in record and "docker" not in record
+    assert placement_view(record) == view
+
+
+TYPED_PARTS = ["shape", "image", "docker_meta", "engines", "router", "mooncake"]
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_any_json_in_a_typed_record_is_read_or_refused_by_key(records, data):
+    record = view_record(placement_view(records[data.draw(st.sampled_from(sorted(PARTS)))]))
+    for key in data.draw(st.lists(st.sampled_from(TYPED_PARTS), min_size=1, max_size=3)):
+        record[key] = data.draw(JSON)
+    try:
+        view = placement_view(record)
+    except ValueError as exc:
+        assert ":" in str(exc)
+    else:
+        assert all(isinstance(word, str) for launches in view.engines.values() for launch in launches
+                   for word in launch.argv)
