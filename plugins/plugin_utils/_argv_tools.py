@@ -44,7 +44,7 @@ def has_flag(argv: Sequence[str], name: str) -> bool:
     return any(t == name or t.startswith(name + "=") for t in argv)
 
 
-def whole_flag(argv: Sequence[str], name: str) -> Optional[int]:
+def _whole_flag(argv: Sequence[str], name: str) -> Optional[int]:
     """The last value of ``name`` as a whole number; None when absent or not a number."""
     value = flag_value(argv, name)
     try:
@@ -54,7 +54,7 @@ def whole_flag(argv: Sequence[str], name: str) -> Optional[int]:
 
 
 def _int_flag(argv: Sequence[str], name: str, default: int) -> int:
-    value = whole_flag(argv, name)
+    value = _whole_flag(argv, name)
     return default if value is None else value
 
 
@@ -103,12 +103,12 @@ def engine_args(argv: Sequence[str]) -> EngineArgs:
         model=model, served_name=flag_value(args, "--served-model-name") or model,
         pins_revision=has_flag(args, "--revision"), port=flag_value(args, "--port"),
         headless=has_flag(args, "--headless"), nnodes=max(1, _int_flag(args, "--nnodes", 1)),
-        node_rank=_int_flag(args, "--node-rank", 0), master_port=whole_flag(args, "--master-port"),
+        node_rank=_int_flag(args, "--node-rank", 0), master_port=_whole_flag(args, "--master-port"),
         tp=_int_flag(args, "--tensor-parallel-size", 1), pp=_int_flag(args, "--pipeline-parallel-size", 1),
         dp=dp, dp_local=_int_flag(args, "--data-parallel-size-local", dp),
         dp_start_rank=_int_flag(args, "--data-parallel-start-rank", 0),
         dp_address=flag_value(args, "--data-parallel-address") is not None,
-        dp_rpc_port=whole_flag(args, "--data-parallel-rpc-port"))
+        dp_rpc_port=_whole_flag(args, "--data-parallel-rpc-port"))
 
 
 def find_placeholders(value: Any) -> list[str]:

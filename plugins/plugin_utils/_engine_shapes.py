@@ -20,13 +20,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Optional, Sequence
 
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._argv_tools import shell_words
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._gates import (
     PD_ROLE_PORTS,
     PD_ROLES,
     SERVE_PORT,
     follower_ranks,
 )
-from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._argv_tools import shell_words
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._launch import (
     Launch,
     MooncakeView,
@@ -139,7 +139,7 @@ def _view_pd(output: Mapping[str, Any], processes: Sequence[Process], overrides:
         if proc is not None:
             engines[role] = (_launch(proc),)
     section = output.get("mooncake")
-    mooncake = _mooncake_view(by_name, section.get("config") or section.get("mooncakeConfig")) if section else None
+    mooncake = _mooncake_view(by_name, section.get("config")) if section else None
     return engines, _service(by_name.get("router"), output.get("routerConfig") or {}), mooncake
 
 

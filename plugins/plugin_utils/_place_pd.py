@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
-from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._place_mooncake import place_mooncake
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._launch import PlacementView
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._place_mooncake import place_mooncake
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._placer_base import PlacerBase
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._plan_model import (
     DEFAULT_ROUTER_PORT,

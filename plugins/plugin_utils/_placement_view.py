@@ -60,9 +60,7 @@ def placement_view(record: Mapping[str, Any]) -> PlacementView:
         return _typed(record)
     docker = _mapping(record.get("docker"), "docker")
     meta = _mapping(docker.get("meta"), "docker.meta")
-    image = docker.get("image") or meta.get("image")
-    if image is not None and not isinstance(image, str):
-        raise ValueError(f"docker.image: got {type(image).__name__}; expected an image reference")
+    image = _image(docker.get("image") or meta.get("image"), "docker.image")
     shape = shape_of(record)
     engines, router, mooncake = _READERS[shape](record, _mapping(docker.get("processes"), "docker.processes"))
     return PlacementView(shape=shape, deploy_type=str(record.get("deployType")), image=image, docker_meta=meta,
@@ -74,6 +72,18 @@ def _mapping(value: Any, key: str) -> Mapping[str, Any]:
         return {}
     if not isinstance(value, Mapping):
         raise ValueError(f"{key}: got {type(value).__name__}; expected a mapping")
+    return value
+
+
+def _image(value: Any, key: str) -> Optional[str]:
+    if value is not None and not isinstance(value, str):
+        raise ValueError(f"{key}: got {type(value).__name__}; expected an image reference")
+    return value
+
+
+def _port(value: Any, key: str) -> Optional[int]:
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+        raise ValueError(f"{key}: got {value!r}; expected a port number")
     return value
 
 
@@ -116,11 +126,9 @@ def _service(section: Any, key: str, config: Optional[Mapping[str, Any]] = None)
         argv = tuple(shell_words(command))
     except ValueError as exc:
         raise ValueError(f"{key}.command: {exc} (a shell command with balanced quotes)") from None
-    port = section.get("port")
-    if port is not None and (isinstance(port, bool) or not isinstance(port, int)):
-        raise ValueError(f"{key}.port: got {port!r}; expected a port number")
     own = _mapping(section.get("config"), f"{key}.config")
-    return Service(argv=argv, port=port, config=config if config is not None else own)
+    return Service(argv=argv, port=_port(section.get("port"), f"{key}.port"),
+                   config=config if config is not None else own)
 
 
 def _single(record: Mapping[str, Any], docker: Mapping[str, Any]) -> View:
@@ -178,9 +186,7 @@ def _typed(record: Mapping[str, Any]) -> PlacementView:
     shape = record.get("shape")
     if not isinstance(shape, str) or shape not in _READERS:
         raise ValueError(f"shape: got {shape!r}; expected one of {', '.join(sorted(_READERS))}")
-    image = record.get("image")
-    if image is not None and not isinstance(image, str):
-        raise ValueError(f"image: got {type(image).__name__}; expected an image reference")
+    image = _image(record.get("image"), "image")
     engines = {}
     for key, launches in _mapping(record.get("engines"), "engines").items():
         engines[str(key)] = tuple(_typed_launch(item, f"engines.{key}[{i}]")
@@ -208,10 +214,7 @@ def _typed_service(section: Any, key: str) -> Optional[Service]:
     if section is None:
         return None
     section = _mapping(section, key)
-    port = section.get("port")
-    if port is not None and (isinstance(port, bool) or not isinstance(port, int)):
-        raise ValueError(f"{key}.port: got {port!r}; expected a port number")
-    return Service(argv=_argv(section.get("argv"), f"{key}.argv"), port=port,
+    return Service(argv=_argv(section.get("argv"), f"{key}.argv"), port=_port(section.get("port"), f"{key}.port"),
                    config=_mapping(section.get("config"), f"{key}.config"))
 
 

@@ -92,7 +92,7 @@ def env_sources(where: str, host: str, address_source: Optional[str], recipe_env
 
 
 def engine_ports(proc: Process, args: EngineArgs) -> list[Port]:
-    """The ports an engine rank listens on, from its final argv (``args``) and env."""
+    """The ports an engine rank listens on, from its final argv (``args``: ``proc.engine_args``) and env."""
     ports: list[Port] = []
     if proc.api_port is not None:
         ports.append(Port(proc.api_port, "api"))
@@ -122,7 +122,7 @@ class ProcessPlacer(PlacerContext):
                        start_order=start_order, network_host=network_host,
                        restart_group=restart_group or self.decl.name)
         mapping = self.mapping(host)
-        args = self._engine_argv(proc, launch.argv, mapping)
+        args = proc.engine_args = self._engine_argv(proc, launch.argv, mapping)
         self._engine_env(proc, launch.env, mapping, multi_host, extra_env or {})
         self._engine_container(proc, launch.docker_argv, mapping, mounts)
         self._check_engine(proc)
@@ -132,7 +132,7 @@ class ProcessPlacer(PlacerContext):
 
     def _engine_argv(self, proc: Process, argv: Sequence[str], mapping: Mapping[str, str]) -> EngineArgs:
         """The filled program argv and the API port: recipe --port, else ports.api (appended), else 8000.
-        Returns what the final argv says (:class:`EngineArgs`)."""
+        Returns what the final argv says (:class:`EngineArgs`), read once more only when we appended flags."""
         program = split_joined_flags([str(t) for t in argv])
         if self.spec.api_key is not None or "$API_KEY" in program or any(
                 t.startswith("--api-key") for t in program):
@@ -140,24 +140,21 @@ class ProcessPlacer(PlacerContext):
         program = fill_placeholders(program, mapping)
         args = engine_args(program)
         written = len(program)
-        recipe_port = args.port
         wanted = self.spec.ports.api
         if wanted is not None and proc.role not in ("prefill", "decode"):
-            if recipe_port is not None and recipe_port != str(wanted):
+            if args.port is not None and args.port != str(wanted):
                 raise self.error("ports.api", wanted,
-                                 f"the recipe's own --port {recipe_port} (or unset)",
+                                 f"the recipe's own --port {args.port} (or unset)",
                                  "remove ports.api or drop --port from advanced_args")
-            if recipe_port is None:
+            if args.port is None:
                 program += ["--port", str(wanted)]
-                recipe_port = str(wanted)
         if self.spec.ports.master is not None and args.nnodes > 1 and not has_flag(program, "--master-port"):
             program += ["--master-port", str(self.spec.ports.master)]
         if len(program) != written:  # flags of ours were appended: read the final argv
             args = engine_args(program)
-        api_port = int(recipe_port) if recipe_port and recipe_port.isdigit() else DEFAULT_API_PORT
+        api_port = int(args.port) if args.port and args.port.isdigit() else DEFAULT_API_PORT
         proc.argv = program
         proc.api_port = None if args.headless else api_port
-        proc.engine_args = args
         return args
 
     def _engine_env(self, proc: Process, env: Mapping[str, Any], mapping: Mapping[str, str],
