@@ -2,12 +2,18 @@
 # Apache License 2.0 (see LICENSE)
 """Fleet-level resources once every deployment is placed: accelerators, ports, ExecStart argv.
 
+:func:`finish_fleet` is the stage from the placed fleet (every deployment's processes as its
+placer built them) to the final one. It reads the placed processes once to decide each
+engine's accelerators, NIXL side-channel base and internal port base, then builds each
+finished engine from its placed one (:func:`finished_engine`); nothing is changed in place.
+
 PRIVATE to the vllm_fleet.recipes collection: not a public API, may change
 without notice. Other collections must not import it.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, Mapping, Optional, Sequence
 
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._container import (
@@ -44,14 +50,73 @@ def _host_capacity(host: HostSpec, plans: Sequence[DeploymentPlan],
     return None
 
 
-def assign_gpus(fleet: FleetPlan, profiles: Mapping[str, Optional[Mapping[str, Any]]]) -> None:
-    """Give every engine its physical accelerators; record host -> deployment -> indexes."""
+#: A process's identity across the fleet: (deployment, unit).
+ProcessKey = tuple[str, str]
+
+
+def process_key(proc: Process) -> ProcessKey:
+    return (proc.deployment, proc.unit)
+
+
+def finish_fleet(placed: FleetPlan, profiles: Mapping[str, Optional[Mapping[str, Any]]]) -> FleetPlan:
+    """The final fleet: every engine with its accelerators, side-channel and internal ports, env and
+    ExecStart argv; processes in start order; ports checked for collisions."""
+    gpus, assignment = assign_gpus(placed, profiles)
+    side_channels = separate_side_channels(placed)
+    vllm_ports = spread_internal_ports(placed)
+    plans = []
+    for plan in placed.deployments:
+        processes = [
+            finished_engine(plan, placed.hosts, proc, gpus.get(process_key(proc), []),
+                            side_channels.get(process_key(proc)), vllm_ports.get(process_key(proc)))
+            if proc.kind == "engine" else proc
+            for proc in plan.processes]
+        processes.sort(key=lambda p: (p.start_order, p.pool or "", p.rank or 0, p.unit))
+        plans.append(replace(plan, processes=processes))
+    fleet = FleetPlan(deployments=plans, hosts=placed.hosts, gpu_assignment=assignment)
+    check_ports(fleet)
+    return fleet
+
+
+def finished_engine(plan: DeploymentPlan, hosts: Mapping[str, HostSpec], proc: Process, gpus: list[int],
+                    side_channel: Optional[int], vllm_port: Optional[str]) -> Process:
+    """A placed engine made final: its physical accelerators and their visible-devices env, a moved
+    NIXL side-channel base, the compile cache, ``VLLM_PORT`` and the ExecStart argv."""
+    env = dict(proc.env)
+    ports = proc.ports
+    if side_channel is not None:
+        base = int(env["VLLM_NIXL_SIDE_CHANNEL_PORT"])
+        env["VLLM_NIXL_SIDE_CHANNEL_PORT"] = str(side_channel)
+        ports = [port for port in ports if port.purpose != NIXL_SIDE_CHANNEL] + [
+            Port(port.number - base + side_channel, NIXL_SIDE_CHANNEL)
+            for port in ports if port.purpose == NIXL_SIDE_CHANNEL]
+    env.update(visible_devices_env(plan.vendor, env, gpus))
+    env_keys = proc.env_keys
+    compile_cache = ""
+    spec = plan.spec
+    if spec.compile_cache_dir and spec.container_profile == "hardened":
+        compile_cache = f"{spec.compile_cache_dir.rstrip('/')}/{proc.unit}"
+        added = {key: value for key, value in COMPILE_CACHE_ENV if key not in env}  # the operator's extra_env wins
+        env.update(added)
+        env_keys = {**env_keys, **{key: f"vllm_deployment[{plan.name}].compile_cache_dir" for key in added}}
+    finished = replace(proc, gpus=list(gpus), env=env, env_keys=env_keys, ports=ports, compile_cache=compile_cache)
+    finished = replace(finished, exec_argv=engine_exec_argv(plan, hosts, finished))
+    if vllm_port is not None and "VLLM_PORT" not in env:
+        finished = replace(finished, env={**env, "VLLM_PORT": vllm_port})
+    return finished
+
+
+def assign_gpus(fleet: FleetPlan, profiles: Mapping[str, Optional[Mapping[str, Any]]]
+                ) -> tuple[dict[ProcessKey, list[int]], dict[str, dict[str, list[int]]]]:
+    """Every engine's physical accelerators, and host -> deployment -> the indexes it holds."""
     by_host: dict[str, list[Process]] = {}
     for plan in fleet.deployments:
         for proc in plan.processes:
             if proc.kind == "engine":
                 by_host.setdefault(proc.host, []).append(proc)
     _check_deployment_gpus_names(fleet, by_host)
+    gpus: dict[ProcessKey, list[int]] = {}
+    assignment: dict[str, dict[str, list[int]]] = {}
     for host_name in sorted(by_host):
         host = fleet.hosts[host_name]
         procs = by_host[host_name]
@@ -67,16 +132,17 @@ def assign_gpus(fleet: FleetPlan, profiles: Mapping[str, Optional[Mapping[str, A
                                      fix=f"set vllm_gpu_count (or vllm_gpus) on {host_name}")
             capacity = list(range(need[deps[0]]))
         slices = _slices(host_name, host, deps, need, capacity)
-        fleet.gpu_assignment[host_name] = {dep: slices[dep] for dep in deps}
+        assignment[host_name] = {dep: slices[dep] for dep in deps}
         for proc in procs:
             slice_ = slices[proc.deployment]
-            rel = relative[id(proc)]
+            rel = relative[process_key(proc)]
             if rel and max(rel) >= len(slice_):
                 raise PlacementError(f"hostvars[{host_name!r}].vllm_gpu_count",
                                      value=len(slice_),
                                      expected=f"device index {max(rel)} for {proc.unit}",
                                      fix=f"give {proc.deployment} more accelerators on {host_name}")
-            proc.gpus = [slice_[i] for i in rel]
+            gpus[process_key(proc)] = [slice_[i] for i in rel]
+    return gpus, assignment
 
 
 def _check_deployment_gpus_names(fleet: FleetPlan, by_host: Mapping[str, list[Process]]) -> None:
@@ -94,19 +160,20 @@ def _check_deployment_gpus_names(fleet: FleetPlan, by_host: Mapping[str, list[Pr
                     fix=f"remove {dep!r} from vllm_deployment_gpus on {host_name} or correct its name")
 
 
-def _relative_layout(procs: Sequence[Process], deps: Sequence[str]) -> tuple[dict[str, int], dict[int, list[int]]]:
-    """Per deployment, the accelerators it needs on the host; per process (by id), its relative indexes."""
+def _relative_layout(procs: Sequence[Process], deps: Sequence[str]
+                     ) -> tuple[dict[str, int], dict[ProcessKey, list[int]]]:
+    """Per deployment, the accelerators it needs on the host; per process, its relative indexes."""
     need: dict[str, int] = {}
-    relative: dict[int, list[int]] = {}
+    relative: dict[ProcessKey, list[int]] = {}
     for dep in deps:
         dep_procs = [p for p in procs if p.deployment == dep]
         pinned = [i for p in dep_procs if p.pinned_gpus for i in p.pinned_gpus]
         offset = (max(pinned) + 1) if pinned else 0
         for proc in dep_procs:
             if proc.pinned_gpus:
-                relative[id(proc)] = list(proc.pinned_gpus)
+                relative[process_key(proc)] = list(proc.pinned_gpus)
             else:
-                relative[id(proc)] = list(range(offset, offset + proc.gpu_need))
+                relative[process_key(proc)] = list(range(offset, offset + proc.gpu_need))
                 offset += proc.gpu_need
         need[dep] = offset
     return need, relative
@@ -157,17 +224,21 @@ def _slices(host_name: str, host: HostSpec, deps: Sequence[str], need: Mapping[s
     return slices
 
 
-def finish_env(plan: DeploymentPlan, proc: Process) -> None:
-    var = visible_devices_var(plan.vendor)
-    physical = ",".join(str(i) for i in proc.gpus)
-    if "CUDA_VISIBLE_DEVICES" in proc.env:
-        vendor = VENDORS.get(plan.vendor)
+def visible_devices_env(vendor_key: str, env: Mapping[str, str], gpus: Sequence[int]) -> dict[str, str]:
+    """The env that shows an engine its accelerators: the vendor's visible-devices variable, and the
+    recipe's own CUDA_VISIBLE_DEVICES rewritten to what the process sees."""
+    out: dict[str, str] = {}
+    physical = ",".join(str(i) for i in gpus)
+    if "CUDA_VISIBLE_DEVICES" in env:
+        vendor = VENDORS.get(vendor_key)
         if vendor is not None and vendor.cuda_indexes_relative:  # e.g. HIP indexes are relative to ROCR's mask
-            proc.env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in range(len(proc.gpus)))
+            out["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in range(len(gpus)))
         else:
-            proc.env["CUDA_VISIBLE_DEVICES"] = physical
-    if var is not None and proc.gpus:
-        proc.env[var] = physical
+            out["CUDA_VISIBLE_DEVICES"] = physical
+    var = visible_devices_var(vendor_key)
+    if var is not None and gpus:
+        out[var] = physical
+    return out
 
 
 #: First internal port (VLLM_PORT) handed to the n-th host-network engine of a shared host.
@@ -175,8 +246,8 @@ VLLM_PORT_BASE = 25000
 VLLM_PORT_STRIDE = 100
 
 
-def spread_internal_ports(fleet: FleetPlan) -> None:
-    """Give each host-network engine on a shared host its own ``VLLM_PORT`` base.
+def spread_internal_ports(fleet: FleetPlan) -> dict[ProcessKey, str]:
+    """Each host-network engine on a shared host: its own ``VLLM_PORT`` base.
 
     vLLM picks its internal ports from ``VLLM_PORT`` upwards (random free ports
     when unset); two instances on one host network can race for the same ones
@@ -187,15 +258,17 @@ def spread_internal_ports(fleet: FleetPlan) -> None:
         for proc in plan.processes:
             if proc.kind == "engine" and proc.network_host:
                 by_host.setdefault(proc.host, []).append(proc)
+    bases: dict[ProcessKey, str] = {}
     for procs in by_host.values():
         if len(procs) < 2:
             continue
         for index, proc in enumerate(sorted(procs, key=lambda p: (p.deployment, p.unit))):
-            proc.env.setdefault("VLLM_PORT", str(VLLM_PORT_BASE + VLLM_PORT_STRIDE * index))
+            bases[process_key(proc)] = str(VLLM_PORT_BASE + VLLM_PORT_STRIDE * index)
+    return bases
 
 
-def separate_side_channels(fleet: FleetPlan) -> None:
-    """Give NIXL engines that share a host disjoint side-channel port ranges.
+def separate_side_channels(fleet: FleetPlan) -> dict[ProcessKey, int]:
+    """NIXL engines that share a host: the new side-channel base of each one that must move.
 
     Every engine binds ``VLLM_NIXL_SIDE_CHANNEL_PORT`` plus its data-parallel
     index, so the recipe's prefill base (5557) and decode base (5558) overlap as
@@ -216,6 +289,7 @@ def separate_side_channels(fleet: FleetPlan) -> None:
             taken.update(port.number for port in proc.ports if port.purpose != NIXL_SIDE_CHANNEL)
             if numbers:
                 by_host.setdefault(proc.host, []).append((proc, numbers, user_set))
+    moves: dict[ProcessKey, int] = {}
     for host, engines in by_host.items():
         taken = taken_by_host[host]
         for proc, numbers, user_set in sorted(engines, key=lambda e: (e[0].deployment, min(e[1]), e[0].unit)):
@@ -229,10 +303,9 @@ def separate_side_channels(fleet: FleetPlan) -> None:
                 moved += 1
             if moved + max(offsets) > 65535:
                 continue  # nothing free above: the port check names the clash
-            proc.env["VLLM_NIXL_SIDE_CHANNEL_PORT"] = str(moved)
-            proc.ports = [port for port in proc.ports if port.purpose != NIXL_SIDE_CHANNEL] + [
-                Port(moved + offset, NIXL_SIDE_CHANNEL) for offset in offsets]
+            moves[process_key(proc)] = moved
             taken.update(moved + offset for offset in offsets)
+    return moves
 
 
 def check_ports(fleet: FleetPlan) -> None:
@@ -262,11 +335,11 @@ def _purpose(proc: Process, number: int) -> str:
     return next((p.purpose for p in proc.ports if p.number == number), "?")
 
 
-def exec_argv(plan: DeploymentPlan, fleet: FleetPlan, proc: Process) -> None:
-    if proc.kind != "engine":
-        return
+def engine_exec_argv(plan: DeploymentPlan, hosts: Mapping[str, HostSpec], proc: Process) -> list[str]:
+    """The ExecStart argv of an engine with its accelerators and env: its container (hardened flags,
+    or the recipes site's own for ``container_profile: upstream``), with the secret shim when needed."""
     spec = plan.spec
-    host_gpus = fleet.hosts[proc.host].gpus
+    host_gpus = hosts[proc.host].gpus
     if host_gpus is None:
         count = max([*proc.gpus, -1]) + 1
         host_gpus = tuple(range(count))
@@ -274,12 +347,6 @@ def exec_argv(plan: DeploymentPlan, fleet: FleetPlan, proc: Process) -> None:
     # are "head"/"worker" whatever the deploy type; the placers name every other engine
     # single, replica, instance, prefill or decode.
     multi = proc.role in ("head", "worker")
-    if spec.compile_cache_dir and spec.container_profile == "hardened":
-        proc.compile_cache = f"{spec.compile_cache_dir.rstrip('/')}/{proc.unit}"
-        for key, value in COMPILE_CACHE_ENV:  # the operator's extra_env wins
-            if key not in proc.env:
-                proc.env[key] = value
-                proc.env_keys[key] = f"vllm_deployment[{plan.name}].compile_cache_dir"
     container = ContainerSpec(
         name=proc.unit, image=proc.image or "", vendor=plan.vendor, program_argv=proc.argv,
         env_file=proc.env_file, weights_dir=spec.weights.cache_dir, network_host=proc.network_host,
@@ -296,9 +363,9 @@ def exec_argv(plan: DeploymentPlan, fleet: FleetPlan, proc: Process) -> None:
                                  expected=f"the recipes site's docker argv for {proc.unit}",
                                  fix="use container_profile: hardened for this deployment")
         recipe_env = {k: proc.env[k] for k in proc.recipe_env_keys if k in proc.env}
-        proc.exec_argv = engine_docker_argv(container, "upstream", upstream_flags=proc.upstream_flags,
-                                            env=recipe_env)
+        argv = engine_docker_argv(container, "upstream", upstream_flags=proc.upstream_flags, env=recipe_env)
     else:
-        proc.exec_argv = engine_docker_argv(container, "hardened")
+        argv = engine_docker_argv(container, "hardened")
     if proc.secret_file:
-        proc.exec_argv = with_secret_file(proc.exec_argv, proc.image, proc.argv, proc.secret_file)
+        argv = with_secret_file(argv, proc.image, proc.argv, proc.secret_file)
+    return argv

@@ -50,14 +50,7 @@ from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._argv_tools imp
 )
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._engine_shapes import SHAPES, shape_of
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._errors import RecipeError
-from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._fleet_resources import (
-    assign_gpus,
-    check_ports,
-    exec_argv,
-    finish_env,
-    separate_side_channels,
-    spread_internal_ports,
-)
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._fleet_resources import finish_fleet
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._inventory import (
     DeclaredDeployment,
     DeploymentSpec,
@@ -231,19 +224,7 @@ def build_plan(hostvars: Mapping[str, Mapping[str, Any]], groups: Mapping[str, S
             raise engine_error(decl, exc) from None
         plans.append(place_deployment(decl, engine, hosts, groups))
         profiles[decl.name] = engine.hardware_profile
-    fleet = FleetPlan(deployments=plans, hosts=hosts)
-    assign_gpus(fleet, profiles)
-    separate_side_channels(fleet)
-    for plan in plans:
-        for proc in plan.processes:
-            if proc.kind == "engine":
-                finish_env(plan, proc)
-                exec_argv(plan, fleet, proc)
-    spread_internal_ports(fleet)
-    check_ports(fleet)
-    for plan in plans:
-        plan.processes.sort(key=lambda p: (p.start_order, p.pool or "", p.rank or 0, p.unit))
-    return fleet
+    return finish_fleet(FleetPlan(deployments=plans, hosts=hosts), profiles)
 
 
 # --------------------------------------------------------------------------------------

@@ -29,7 +29,6 @@ from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._plan_model imp
     WATCHDOG_PYTHON,
     ConfigFile,
     DeploymentPlan,
-    Port,
     Process,
 )
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._vendors import vendor_key
@@ -109,10 +108,7 @@ class PlacerBase(ProcessPlacer):
                                     argv=router_argv_for_pinned(argv), venv=spec.venv,
                                     start_order=ORDER_ROUTER, port=port,
                                     port_purpose="router", health_path="/health",
-                                    container_image=image)
-        # --- observability (issue 15): the router's Prometheus port is a port like any other
-        proc.ports.append(Port(metrics_port, "router-metrics"))
-        proc.metrics_url = f"http://{url_host(proc.address)}:{metrics_port}/metrics"
+                                    container_image=image, metrics_port=metrics_port)
         self.endpoint = f"http://{url_host(proc.address)}:{port}"
         content = {
             "argv": proc.argv,
@@ -175,10 +171,10 @@ class PlacerBase(ProcessPlacer):
                         "--grace", str(unit_spec.watchdog_grace),
                         "--rearm-after", str(self.start_timeout),
                         "--state-file", f"/run/vllm-fleet/{proc.unit}.watchdog.json"]
-                dog = Process(deployment=self.decl.name, unit=f"{proc.unit}-watchdog", kind="watchdog",
-                              role="watchdog", host=proc.host, address=proc.address, rank=proc.rank,
-                              pool=proc.pool, instance=proc.instance, argv=argv, runtime="host",
-                              exec_argv=list(argv), start_order=ORDER_WATCHDOG,
-                              restart_group=proc.restart_group, network_host=True)
-                dog.env_file = f"{self.spec.config_dir}/{self.decl.name}/{dog.unit}.env"
-                self.processes.append(dog)
+                unit = f"{proc.unit}-watchdog"
+                self.processes.append(Process(
+                    deployment=self.decl.name, unit=unit, kind="watchdog", role="watchdog", host=proc.host,
+                    address=proc.address, rank=proc.rank, pool=proc.pool, instance=proc.instance, argv=argv,
+                    runtime="host", exec_argv=list(argv), start_order=ORDER_WATCHDOG,
+                    restart_group=proc.restart_group, network_host=True,
+                    env_file=f"{self.spec.config_dir}/{self.decl.name}/{unit}.env"))

@@ -8,6 +8,7 @@ without notice. Other collections must not import it.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Mapping, Optional, Sequence
 
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils import _unitfile as U
@@ -91,21 +92,37 @@ def env_sources(where: str, host: str, address_source: Optional[str], recipe_env
     return keys
 
 
-def engine_ports(proc: Process, args: EngineArgs) -> list[Port]:
-    """The ports an engine rank listens on, from its final argv (``args``: ``proc.engine_args``) and env."""
+def engine_ports(api_port: Optional[int], args: EngineArgs, env: Mapping[str, str]) -> list[Port]:
+    """The ports an engine rank listens on, from its API port, final argv (``args``) and env."""
     ports: list[Port] = []
-    if proc.api_port is not None:
-        ports.append(Port(proc.api_port, "api"))
+    if api_port is not None:
+        ports.append(Port(api_port, "api"))
     if args.nnodes > 1 and args.node_rank == 0:
         ports.append(Port(args.master_port if args.master_port is not None else DEFAULT_MASTER_PORT, "mp-master"))
     if args.dp > args.dp_local and args.dp_start_rank == 0 and args.dp_address:
         ports.append(Port(args.dp_rpc_port if args.dp_rpc_port is not None else DEFAULT_DP_RPC_PORT, "dp-rpc"))
-    base = proc.env.get("VLLM_NIXL_SIDE_CHANNEL_PORT")
+    base = env.get("VLLM_NIXL_SIDE_CHANNEL_PORT")
     if base is not None and base.isdigit():
         count = args.dp_local if args.dp > 1 else 1
         for offset in range(count):
             ports.append(Port(int(base) + args.dp_start_rank + offset, NIXL_SIDE_CHANNEL))
     return ports
+
+
+@dataclass(frozen=True)
+class EngineEnv:
+    """An engine rank's environment, split by where it is written."""
+
+    #: The plain env file's entries: the recipe's env (filled, order kept), then the node's.
+    env: dict[str, str]
+    #: The recipe's own env names (the upstream container profile passes only these).
+    recipe_keys: list[str]
+    #: 0600 secret env file entries (API key, HF token, secret-looking extra_env).
+    secret: dict[str, str]
+    #: env name -> the inventory key (or recipe entry) that set it.
+    sources: dict[str, str]
+    #: Accelerator indexes the recipe pins with a literal CUDA_VISIBLE_DEVICES, else None.
+    pinned_gpus: Optional[list[int]]
 
 
 class ProcessPlacer(PlacerContext):
@@ -117,31 +134,47 @@ class ProcessPlacer(PlacerContext):
                        network_host: bool = False, multi_host: bool = False,
                        restart_group: str = "", extra_env: Optional[Mapping[str, str]] = None,
                        mounts: Sequence[tuple[str, str, str]] = ()) -> Process:
-        proc = Process(deployment=self.decl.name, unit=unit, kind="engine", role=role, host=host,
-                       address=self.address(host), rank=rank, pool=pool, instance=instance,
-                       start_order=start_order, network_host=network_host,
-                       restart_group=restart_group or self.decl.name)
+        """One engine rank, built once from its launch: argv, env, container, ports and URLs."""
+        address = self.address(host)
         mapping = self.mapping(host)
-        args = proc.engine_args = self._engine_argv(proc, launch.argv, mapping)
-        self._engine_env(proc, launch.env, mapping, multi_host, extra_env or {})
-        self._engine_container(proc, launch.docker_argv, mapping, mounts)
+        argv, args = self._engine_argv(unit, role, launch.argv, mapping)
+        api_port = None if args.headless else (
+            int(args.port) if args.port and args.port.isdigit() else DEFAULT_API_PORT)
+        env = self._engine_env(host=host, address=address, role=role, network_host=network_host,
+                               recipe_env=launch.env, mapping=mapping, multi_host=multi_host,
+                               extra_env=extra_env or {})
+        health_url = f"http://{url_host(address)}:{api_port}/health" if api_port is not None else None
+        config_dir = f"{self.spec.config_dir}/{self.decl.name}"
+        proc = Process(deployment=self.decl.name, unit=unit, kind="engine", role=role, host=host,
+                       address=address, rank=rank, pool=pool, instance=instance,
+                       argv=argv, env=env.env, recipe_env_keys=env.recipe_keys, secret_env=env.secret,
+                       env_keys=env.sources, ports=engine_ports(api_port, args, env.env),
+                       gpu_need=len(env.pinned_gpus) if env.pinned_gpus else args.gpus_per_node,
+                       pinned_gpus=env.pinned_gpus, runtime="docker", image=self.spec.image or self.image,
+                       upstream_flags=self._upstream_flags(launch.docker_argv, mapping), mounts=list(mounts),
+                       network_host=network_host, api_port=api_port, engine_args=args,
+                       env_file=f"{config_dir}/{unit}.env",
+                       secret_file=f"{config_dir}/{unit}.secret.env" if env.secret else "",
+                       start_order=start_order, health_url=health_url,
+                       metrics_url=health_url[:-len("/health")] + "/metrics" if health_url else None,
+                       restart_group=restart_group or self.decl.name)
         self._check_engine(proc)
-        proc.ports = engine_ports(proc, args)
         self.processes.append(proc)
         return proc
 
-    def _engine_argv(self, proc: Process, argv: Sequence[str], mapping: Mapping[str, str]) -> EngineArgs:
-        """The filled program argv and the API port: recipe --port, else ports.api (appended), else 8000.
-        Returns what the final argv says (:class:`EngineArgs`), read once more only when we appended flags."""
+    def _engine_argv(self, unit: str, role: str, argv: Sequence[str],
+                     mapping: Mapping[str, str]) -> tuple[list[str], EngineArgs]:
+        """The filled program argv (recipe --port, else ports.api appended) and what it says
+        (:class:`EngineArgs`), read once more only when we appended flags."""
         program = split_joined_flags([str(t) for t in argv])
         if self.spec.api_key is not None or "$API_KEY" in program or any(
                 t.startswith("--api-key") for t in program):
-            program = drop_api_key(self.decl, program, proc.unit)
+            program = drop_api_key(self.decl, program, unit)
         program = fill_placeholders(program, mapping)
         args = engine_args(program)
         written = len(program)
         wanted = self.spec.ports.api
-        if wanted is not None and proc.role not in ("prefill", "decode"):
+        if wanted is not None and role not in ("prefill", "decode"):
             if args.port is not None and args.port != str(wanted):
                 raise self.error("ports.api", wanted,
                                  f"the recipe's own --port {args.port} (or unset)",
@@ -152,62 +185,63 @@ class ProcessPlacer(PlacerContext):
             program += ["--master-port", str(self.spec.ports.master)]
         if len(program) != written:  # flags of ours were appended: read the final argv
             args = engine_args(program)
-        api_port = int(args.port) if args.port and args.port.isdigit() else DEFAULT_API_PORT
-        proc.argv = program
-        proc.api_port = None if args.headless else api_port
-        return args
+        return program, args
 
-    def _engine_env(self, proc: Process, env: Mapping[str, Any], mapping: Mapping[str, str],
-                    multi_host: bool, extra_env: Mapping[str, str]) -> None:
-        """Recipe env (filled, order kept), then per-node env; secrets go to ``secret_env``."""
+    def _engine_env(self, *, host: str, address: str, role: str, network_host: bool, recipe_env: Mapping[str, Any],
+                    mapping: Mapping[str, str], multi_host: bool, extra_env: Mapping[str, str]) -> EngineEnv:
+        """Recipe env (filled, order kept), then per-node env; secrets go to the secret env."""
         final_env: dict[str, str] = {}
-        for key, value in env.items():
+        for key, value in recipe_env.items():
             final_env[str(key)] = fill_placeholders(str(value) if not isinstance(value, bool)
                                                     else str(value).lower(), mapping)
-        proc.recipe_env_keys = list(final_env)
+        recipe_keys = list(final_env)
+        pinned_gpus: Optional[list[int]] = None
         pinned = final_env.get("CUDA_VISIBLE_DEVICES")
         if pinned is not None and "$" not in pinned:
             try:
-                proc.pinned_gpus = [int(x) for x in pinned.split(",") if x.strip() != ""]
+                pinned_gpus = [int(x) for x in pinned.split(",") if x.strip() != ""]
             except ValueError:
                 raise self.error("env.CUDA_VISIBLE_DEVICES", pinned, "comma-separated indexes",
                                  "fix the recipe's CUDA_VISIBLE_DEVICES") from None
-        proc.gpu_need = len(proc.pinned_gpus) if proc.pinned_gpus else proc.engine_args.gpus_per_node
-        node_env = self._node_env(proc, final_env, multi_host)
+        node_env = self._node_env(host=host, address=address, role=role, network_host=network_host,
+                                  recipe_env=final_env, multi_host=multi_host)
         node_env.update(extra_env)
-        proc.env_keys = env_sources(self.where, proc.host, self.hosts[proc.host].address_source, env, node_env)
+        sources = env_sources(self.where, host, self.hosts[host].address_source, recipe_env, node_env)
+        secret: dict[str, str] = {}
         for key, value in self.spec.extra_env.items():
-            proc.env_keys[key] = f"{self.where}.extra_env.{key}"
+            sources[key] = f"{self.where}.extra_env.{key}"
             if is_secret_env(key):  # a secret never goes to the plain env file, argv or plan
-                proc.secret_env[key] = value
+                secret[key] = value
                 final_env.pop(key, None)
                 node_env.pop(key, None)
             else:
                 node_env[key] = value
         final_env.update(node_env)
-        proc.env = final_env
         if self.spec.api_key is not None:
-            proc.secret_env["VLLM_API_KEY"] = self.spec.api_key.get_secret_value()
-            proc.env_keys["VLLM_API_KEY"] = f"{self.where}.api_key"
+            secret["VLLM_API_KEY"] = self.spec.api_key.get_secret_value()
+            sources["VLLM_API_KEY"] = f"{self.where}.api_key"
         if self.spec.weights.mode == "container" and self.spec.weights.token is not None:
-            proc.secret_env["HF_TOKEN"] = self.spec.weights.token.get_secret_value()
-            proc.env_keys["HF_TOKEN"] = f"{self.where}.weights.token"
+            secret["HF_TOKEN"] = self.spec.weights.token.get_secret_value()
+            sources["HF_TOKEN"] = f"{self.where}.weights.token"
+        return EngineEnv(env=final_env, recipe_keys=recipe_keys, secret=secret, sources=sources,
+                         pinned_gpus=pinned_gpus)
 
-    def _node_env(self, proc: Process, recipe_env: Mapping[str, str], multi_host: bool) -> dict[str, str]:
+    def _node_env(self, *, host: str, address: str, role: str, network_host: bool, recipe_env: Mapping[str, str],
+                  multi_host: bool) -> dict[str, str]:
         """The env this node sets: addresses, fabric interfaces, RDMA devices, vendor and weights env."""
         node_env: dict[str, str] = {}
-        if proc.network_host:
-            node_env["VLLM_HOST_IP"] = proc.address
+        if network_host:
+            node_env["VLLM_HOST_IP"] = address
         if multi_host:
-            iface = self.interface(proc.host, "multi-node NCCL/Gloo traffic")
+            iface = self.interface(host, "multi-node NCCL/Gloo traffic")
             node_env["NCCL_SOCKET_IFNAME"] = iface
             node_env["GLOO_SOCKET_IFNAME"] = iface
             for name, source in VENDORS[self.vendor].fabric_env:  # the vendor's own fabric (Ascend HCCL)
-                node_env[name] = proc.address if source == "address" else iface
-        if proc.role in ("prefill", "decode"):
-            node_env["VLLM_NIXL_SIDE_CHANNEL_HOST"] = proc.address
-        hspec = self.hosts[proc.host]
-        if hspec.rdma_devices and (proc.role in ("prefill", "decode") or "UCX_NET_DEVICES" in recipe_env):
+                node_env[name] = address if source == "address" else iface
+        if role in ("prefill", "decode"):
+            node_env["VLLM_NIXL_SIDE_CHANNEL_HOST"] = address
+        hspec = self.hosts[host]
+        if hspec.rdma_devices and (role in ("prefill", "decode") or "UCX_NET_DEVICES" in recipe_env):
             node_env["UCX_NET_DEVICES"] = hspec.rdma_devices
         if self.spec.rdma and hspec.ib_hca and "NCCL_IB_HCA" not in recipe_env:
             node_env["NCCL_IB_HCA"] = hspec.ib_hca
@@ -219,25 +253,14 @@ class ProcessPlacer(PlacerContext):
             node_env["HF_ENDPOINT"] = self.spec.weights.endpoint
         return node_env
 
-    def _engine_container(self, proc: Process, docker_argv: Optional[Sequence[str]],
-                          mapping: Mapping[str, str], mounts: Sequence[tuple[str, str, str]]) -> None:
-        """Image, mounts, the upstream docker flags (upstream profile), URLs and env file paths."""
-        proc.runtime = "docker"
-        proc.image = self.spec.image or self.image
-        proc.mounts = list(mounts)
-        if docker_argv is not None:
-            upstream = list(docker_argv)
-            image = self.image
-            if image in upstream:
-                cut = upstream.index(image)
-                proc.upstream_flags = fill_placeholders(upstream[2:cut], mapping)
-        if proc.health_url is None and proc.api_port is not None:
-            proc.health_url = f"http://{url_host(proc.address)}:{proc.api_port}/health"
-        if proc.health_url is not None:
-            proc.metrics_url = proc.health_url[:-len("/health")] + "/metrics"
-        proc.env_file = f"{self.spec.config_dir}/{self.decl.name}/{proc.unit}.env"
-        if proc.secret_env:
-            proc.secret_file = f"{self.spec.config_dir}/{self.decl.name}/{proc.unit}.secret.env"
+    def _upstream_flags(self, docker_argv: Optional[Sequence[str]], mapping: Mapping[str, str]) -> Optional[list[str]]:
+        """The recipes site's docker flags for this rank (between ``docker run`` and the image), filled."""
+        if docker_argv is None:
+            return None
+        upstream = list(docker_argv)
+        if self.image not in upstream:
+            return None
+        return fill_placeholders(upstream[2:upstream.index(self.image)], mapping)
 
     def _check_engine(self, proc: Process) -> None:
         """No placeholder left in argv, env or upstream docker flags; every env value writable."""
@@ -252,28 +275,28 @@ class ProcessPlacer(PlacerContext):
     def service_process(self, *, host: str, unit: str, kind: str, argv: Sequence[str],
                         venv: str, start_order: int, port: Optional[int] = None,
                         port_purpose: str = "", health_path: Optional[str] = None,
-                        container_image: Optional[str] = None) -> Process:
-        """Router / Mooncake processes (venv binaries, or a container for the router)."""
+                        container_image: Optional[str] = None, metrics_port: Optional[int] = None) -> Process:
+        """Router / Mooncake processes (venv binaries, or a container for the router), built once."""
         address = self.address(host)
-        mapping = self.mapping(host)
-        program = fill_placeholders([str(t) for t in argv], mapping)
-        proc = Process(deployment=self.decl.name, unit=unit, kind=kind, role=kind, host=host,
-                       address=address, argv=program, start_order=start_order,
-                       restart_group=f"{self.decl.name}/{kind}", network_host=True)
-        proc.env_file = f"{self.spec.config_dir}/{self.decl.name}/{unit}.env"
-        if port is not None:
-            proc.ports = [Port(port, port_purpose)]
-            if health_path:
-                proc.health_url = f"http://{url_host(address)}:{port}{health_path}"
+        program = fill_placeholders([str(t) for t in argv], self.mapping(host))
+        env_file = f"{self.spec.config_dir}/{self.decl.name}/{unit}.env"
+        ports = [Port(port, port_purpose)] if port is not None else []
+        if metrics_port is not None:
+            ports.append(Port(metrics_port, f"{kind}-metrics"))
         if container_image:
-            proc.runtime = "docker"
-            proc.image = container_image
-            proc.exec_argv = router_docker_argv(name=unit, image=container_image, program_argv=program,
-                                                env_file=proc.env_file,
-                                                docker_binary=self.spec.docker_binary)
+            exec_argv = router_docker_argv(name=unit, image=container_image, program_argv=program,
+                                           env_file=env_file, docker_binary=self.spec.docker_binary)
         else:
-            proc.runtime = "venv"
-            proc.exec_argv = [f"{venv}/bin/{program[0]}"] + program[1:]
+            exec_argv = [f"{venv}/bin/{program[0]}"] + program[1:]
+        proc = Process(deployment=self.decl.name, unit=unit, kind=kind, role=kind, host=host,
+                       address=address, argv=program, ports=ports,
+                       runtime="docker" if container_image else "venv", image=container_image or None,
+                       network_host=True, exec_argv=exec_argv, env_file=env_file, start_order=start_order,
+                       health_url=f"http://{url_host(address)}:{port}{health_path}"
+                       if port is not None and health_path else None,
+                       metrics_url=f"http://{url_host(address)}:{metrics_port}/metrics"
+                       if metrics_port is not None else None,
+                       restart_group=f"{self.decl.name}/{kind}")
         self.check_filled(proc, proc.argv, "argv")
         self.processes.append(proc)
         return proc

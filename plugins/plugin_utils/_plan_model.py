@@ -140,9 +140,14 @@ class ConfigFile:
     mode: str = "0644"
 
 
-@dataclass
+@dataclass(frozen=True)
 class Process:
-    """One supervised process: one systemd unit on one host."""
+    """One supervised process: one systemd unit on one host.
+
+    Built whole by its placer; the fleet stage (``_fleet_resources.finish_fleet``) derives the
+    final engine from the placed one with ``dataclasses.replace``. Nothing assigns to a field
+    or changes its lists and dicts in place after construction.
+    """
 
     deployment: str
     unit: str
@@ -193,7 +198,7 @@ class Process:
         return f"{UNIT_MANIFEST_DIR}/{self.unit_file}.json"
 
 
-@dataclass
+@dataclass(frozen=True)
 class DeploymentPlan:
     name: str
     group: str
@@ -215,7 +220,7 @@ class DeploymentPlan:
         return sorted({p.host for p in self.processes})
 
 
-@dataclass
+@dataclass(frozen=True)
 class FleetPlan:
     deployments: list[DeploymentPlan]
     hosts: dict[str, HostSpec]
