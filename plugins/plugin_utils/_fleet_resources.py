@@ -99,11 +99,10 @@ def finished_engine(plan: DeploymentPlan, hosts: Mapping[str, HostSpec], proc: P
         added = {key: value for key, value in COMPILE_CACHE_ENV if key not in env}  # the operator's extra_env wins
         env.update(added)
         env_keys = {**env_keys, **{key: f"vllm_deployment[{plan.name}].compile_cache_dir" for key in added}}
+    if vllm_port is not None:
+        env.setdefault("VLLM_PORT", vllm_port)  # a recipe's or extra_env's own value is kept
     finished = replace(proc, gpus=list(gpus), env=env, env_keys=env_keys, ports=ports, compile_cache=compile_cache)
-    finished = replace(finished, exec_argv=engine_exec_argv(plan, hosts, finished))
-    if vllm_port is not None and "VLLM_PORT" not in env:
-        finished = replace(finished, env={**env, "VLLM_PORT": vllm_port})
-    return finished
+    return replace(finished, exec_argv=engine_exec_argv(plan, hosts, finished))
 
 
 def assign_gpus(fleet: FleetPlan, profiles: Mapping[str, Optional[Mapping[str, Any]]]
