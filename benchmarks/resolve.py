@@ -32,7 +32,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
@@ -83,6 +83,7 @@ def main() -> int:
             docker_processes(output, docker_meta(recipe, variant, profile, hw))
         return errors
 
+    best_of: dict[str, float] = {}
     for label, cold in (("warm", False), ("cold", True)):
         timings, cpu = [], []
         for _attempt in range(max(1, args.repeat)):
@@ -93,14 +94,24 @@ def main() -> int:
             errors = run()
             timings.append(time.perf_counter() - start)
             cpu.append(time.process_time() - start_cpu)
-        best = min(timings)
+        best = best_of[label] = min(timings)
         print(f"{label}:       {best:.2f} s wall, {min(cpu):.2f} s cpu, {len(cases) / best:,.0f} cases/s "
               f"(best of {len(timings)}: {', '.join(f'{t:.2f}' for t in timings)})")
-    print(f"floor:      {floor(cases, args.repeat):.2f} s to only rebuild the expected outputs' lists and dicts")
+    least = floor(cases, args.repeat)
+    print(f"floor:      {least:.2f} s to only rebuild the expected outputs' lists and dicts")
     print(f"cases:      {len(cases)} ({errors} expected errors)")
     if args.reference:
-        return reference(args.reference, replay, corpus, args.repeat)
+        upstream = reference(args.reference, replay, corpus, args.repeat)
+        if upstream is None:
+            return 1
+        print(ratios(best_of["warm"], best_of["cold"], least, upstream))
     return 0
+
+
+def ratios(warm: float, cold: float, least: float, upstream: float) -> str:
+    """The target as figures: each time over the JavaScript's (1.00x or less meets it)."""
+    return (f"ratio:      {warm / upstream:.2f}x the JavaScript warm, {cold / upstream:.2f}x cold "
+            f"(the floor alone is {least / upstream:.2f}x)")
 
 
 def _rebuilt(value: Any) -> Any:
@@ -126,12 +137,13 @@ def floor(cases: list[dict], repeat: int) -> float:
     return min(timings)
 
 
-def reference(synthesis: Path, replay: CorpusReplay, corpus: Path, repeat: int) -> int:
-    """Time upstream's JavaScript (``resolve_reference.mjs``) on the same recipes and corpus."""
+def reference(synthesis: Path, replay: CorpusReplay, corpus: Path, repeat: int) -> Optional[float]:
+    """Time upstream's JavaScript (``resolve_reference.mjs``) on the same recipes and corpus:
+    its best wall time, or None (and why) when it cannot run."""
     node = shutil.which("node")
     if node is None or not synthesis.is_file():
         print(f"reference:  skipped ({'node not found' if node is None else f'{synthesis} not found'})")
-        return 1
+        return None
     models = replay.root / "models"
     hf_ids = [f"{path.parent.name}/{path.stem}" for path in sorted(models.glob("*/*.yaml"))]
     recipes = {hf_id: replay.recipe(hf_id) for hf_id in hf_ids}
@@ -145,12 +157,12 @@ def reference(synthesis: Path, replay: CorpusReplay, corpus: Path, repeat: int) 
                                str(corpus), str(max(1, repeat))], capture_output=True, text=True, check=False)
     if done.returncode != 0:
         print(f"reference:  failed ({done.stderr.strip().splitlines()[-1:]})")
-        return 1
+        return None
     result = json.loads(done.stdout)
     timings = result["timings"]
     print(f"reference:  {min(timings):.2f} s wall, upstream JavaScript in node (best of {len(timings)}: "
           f"{', '.join(f'{t:.2f}' for t in timings)}; {result['errors']} errors)")
-    return 0
+    return min(timings)
 
 
 if __name__ == "__main__":

@@ -64,13 +64,18 @@ def test_reference_replays_corpus_cases_through_the_four_upstream_functions(shar
     module = tmp_path / "command-synthesis.js"
     module.write_text(STAND_IN, encoding="utf-8")
     replay = B.CorpusReplay(shared_dir / "upstream" / "recipes")
-    assert B.reference(module, replay, few, 2) == 0
+    best = B.reference(module, replay, few, 2)
     line = capsys.readouterr().out.strip()
     assert line.startswith("reference:") and line.endswith("; 0 errors)"), line
-    assert "(best of 2: " in line
+    assert "(best of 2: " in line and best is not None and f"reference:  {best:.2f} s wall" in line
 
 
 def test_reference_is_skipped_with_a_reason_without_the_upstream_file(shared_dir, tmp_path, capsys):
     replay = B.CorpusReplay(shared_dir / "upstream" / "recipes")
-    assert B.reference(tmp_path / "missing.js", replay, tmp_path / "cases.jsonl.gz", 1) == 1
+    assert B.reference(tmp_path / "missing.js", replay, tmp_path / "cases.jsonl.gz", 1) is None
     assert "skipped" in capsys.readouterr().out
+
+
+def test_ratios_state_the_target_against_the_javascript():
+    line = B.ratios(warm=1.6, cold=2.0, least=0.64, upstream=0.8)
+    assert line == "ratio:      2.00x the JavaScript warm, 2.50x cold (the floor alone is 0.80x)"
