@@ -135,3 +135,34 @@ def test_start_waves_filter_groups_plan_processes_and_names_a_bad_one(repo_root,
                                            {"order": 30, "processes": [procs[0]]}]
     assert proc.returncode != 0
     assert "start_waves: process 'vllm-bad': start_order is None" in proc.stdout
+
+
+def test_rollback_filters_read_a_real_slurped_snapshot_and_name_a_missing_host(repo_root, tmp_path):
+    manifest = tmp_path / "manifest.json"
+    out = tmp_path / "steps.json"
+    proc = run_playbook(repo_root, tmp_path, f"""
+    - ansible.builtin.copy:
+        dest: "{manifest}"
+        content: "{{{{ {{'existed': ['/etc/a.service'], 'containers': inspect | vllm_fleet.recipes.snapshot_containers}}
+                     | to_json }}}}"
+      vars:
+        inspect: [{{Name: /vllm-a, Image: "sha256:1", Config: {{Image: "reg/vllm:v1"}}}}]
+    - ansible.builtin.slurp:
+        src: "{manifest}"
+      loop: [localhost]
+      register: manifests
+    - ansible.builtin.copy:
+        dest: "{out}"
+        content: "{{{{ manifests.results | vllm_fleet.recipes.rollback_steps(files, procs) | to_json }}}}"
+      vars:
+        files: {{localhost: [/etc/a.service, /etc/b.env]}}
+        procs: [{{host: localhost, container: vllm-a}}, {{host: localhost, container: null}}]
+    - ansible.builtin.debug:
+        msg: "{{{{ manifests.results | vllm_fleet.recipes.rollback_steps({{'other': ['/x']}}, []) }}}}"
+""")
+    assert json.loads(out.read_text()) == {
+        "files": [{"host": "localhost", "path": "/etc/a.service", "existed": True},
+                  {"host": "localhost", "path": "/etc/b.env", "existed": False}],
+        "images": [{"host": "localhost", "ref": "reg/vllm:v1", "id": "sha256:1"}]}
+    assert proc.returncode != 0
+    assert "rollback_steps: no rollback snapshot was read for host 'other'" in proc.stdout
