@@ -2,7 +2,7 @@
 # Apache License 2.0 (see LICENSE)
 """Filters over the one env-file writer (plugins/plugin_utils/_unitfile.py).
 
-Documentation lives in the sidecar file env_file.yml.
+Documentation lives in the sidecar files env_file.yml and fabric_env_files.yml.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import Any, Mapping, Optional, Sequence
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils import _unitfile
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils import _fabric, _unitfile
 
 
 def env_file_filter(env: Mapping[str, Any], comments: Optional[Sequence[str]] = None,
@@ -25,8 +25,20 @@ def env_file_filter(env: Mapping[str, Any], comments: Optional[Sequence[str]] = 
         raise AnsibleFilterError(str(exc)) from None
 
 
+def fabric_env_files_filter(processes: Sequence[Mapping[str, Any]], host: str) -> list[dict[str, str]]:
+    if isinstance(processes, (str, bytes, Mapping)) or not isinstance(processes, Sequence) \
+            or not all(isinstance(proc, Mapping) for proc in processes):
+        raise AnsibleFilterError(f"fabric_env_files: got {type(processes).__name__}; expected a list of plan processes")
+    try:
+        return _fabric.fabric_env_files(processes, str(host))
+    except KeyError as exc:
+        raise AnsibleFilterError(f"fabric_env_files: an engine process has no {exc}; expected plan processes") from None
+    except _unitfile.UnsafeValueError as exc:
+        raise AnsibleFilterError(str(exc)) from None
+
+
 class FilterModule:
     """vllm_fleet.recipes file writers."""
 
     def filters(self) -> dict:
-        return {"env_file": env_file_filter}
+        return {"env_file": env_file_filter, "fabric_env_files": fabric_env_files_filter}

@@ -23,6 +23,12 @@ from ansible.module_utils.parsing.convert_bool import boolean
 
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils import _preflight_checks as C
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._errors import RecipeError
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._fabric import (
+    FABRIC_ADDRESS_KEYS,
+    FABRIC_IFACE_KEYS,
+    FABRIC_KEY,
+    FABRIC_RDMA_KEYS,
+)
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._host_view import (
     docker_processes,
     processes_of_kind,
@@ -40,11 +46,6 @@ ROUTER_PACKAGE = "vllm-router"
 DEFAULT_HUB = "https://huggingface.co"
 CDI_DIRS = ("/etc/cdi", "/var/run/cdi")
 ENGINE_KINDS = ("engine", "mooncake_master", "mooncake_store", "watchdog")
-#: Environment variables that describe the cluster network (roles/fabric).
-FABRIC_KEY = re.compile(r"^(NCCL_|GLOO_|UCX_|NIXL_|VLLM_NIXL_|HCCL_|TP_SOCKET_IFNAME$|VLLM_HOST_IP$|MC_|MOONCAKE_)")
-FABRIC_IFACE_KEYS = ("NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME", "HCCL_SOCKET_IFNAME", "TP_SOCKET_IFNAME")
-FABRIC_ADDRESS_KEYS = ("VLLM_HOST_IP", "HCCL_IF_IP", "VLLM_NIXL_SIDE_CHANNEL_HOST")
-FABRIC_RDMA_KEYS = ("UCX_NET_DEVICES", "NCCL_IB_HCA")
 
 
 @dataclass(frozen=True)
