@@ -12,6 +12,7 @@ from typing import Any, Mapping, Optional, Sequence
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils import _fabric, _unitfile
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._filter_inputs import list_of_mappings
 
 
 def env_file_filter(env: Mapping[str, Any], comments: Optional[Sequence[str]] = None,
@@ -26,11 +27,9 @@ def env_file_filter(env: Mapping[str, Any], comments: Optional[Sequence[str]] = 
 
 
 def fabric_env_files_filter(processes: Sequence[Mapping[str, Any]], host: str) -> list[dict[str, str]]:
-    if isinstance(processes, (str, bytes, Mapping)) or not isinstance(processes, Sequence) \
-            or not all(isinstance(proc, Mapping) for proc in processes):
-        raise AnsibleFilterError(f"fabric_env_files: got {type(processes).__name__}; expected a list of plan processes")
     try:
-        return _fabric.fabric_env_files(processes, str(host))
+        return _fabric.fabric_env_files(list_of_mappings("fabric_env_files", "a list of plan processes", processes),
+                                        str(host))
     except KeyError as exc:
         raise AnsibleFilterError(f"fabric_env_files: an engine process has no {exc}; expected plan processes") from None
     except _unitfile.UnsafeValueError as exc:

@@ -7,24 +7,18 @@ Documentation lives in the sidecar files snapshot_containers.yml and rollback_st
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping
 
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils import _rollback
-
-
-def _list_of_mappings(name: str, what: str, value: Any) -> Sequence[Mapping[str, Any]]:
-    if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Sequence) \
-            or not all(isinstance(item, Mapping) for item in value):
-        raise AnsibleFilterError(f"{name}: got {type(value).__name__}; expected {what}")
-    return value
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._filter_inputs import list_of_mappings
 
 
 def snapshot_containers_filter(inspected: Any) -> dict[str, dict[str, str]]:
     try:
-        return _rollback.snapshot_containers(_list_of_mappings("snapshot_containers", "docker inspect output",
-                                                               inspected))
+        return _rollback.snapshot_containers(
+            list_of_mappings("snapshot_containers", "docker inspect output", inspected))
     except ValueError as exc:
         raise AnsibleFilterError(f"snapshot_containers: {exc}") from exc
 
@@ -35,8 +29,8 @@ def rollback_steps_filter(slurped: Any, batch_files: Any, processes: Any) -> dic
                                  "expected host -> paths (a rollout batch's files)")
     try:
         return _rollback.rollback_steps(
-            _list_of_mappings("rollback_steps", "the results of slurping each host's manifest.json", slurped),
-            batch_files, _list_of_mappings("rollback_steps", "a list of plan processes", processes))
+            list_of_mappings("rollback_steps", "the results of slurping each host's manifest.json", slurped),
+            batch_files, list_of_mappings("rollback_steps", "a list of plan processes", processes))
     except ValueError as exc:
         raise AnsibleFilterError(f"rollback_steps: {exc}") from exc
 

@@ -12,13 +12,13 @@ from typing import Any, Mapping, Sequence
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils import _waves
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._filter_inputs import list_of_mappings
 
 
 def start_waves_filter(processes: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    if isinstance(processes, (str, bytes, Mapping)) or not isinstance(processes, Sequence):
-        raise AnsibleFilterError(f"start_waves: got {type(processes).__name__}; expected a list of plan processes")
-    try:
-        return _waves.start_waves(processes)
+    try:  # each process is checked by _waves, which names it
+        return _waves.start_waves(list_of_mappings("start_waves", "a list of plan processes", processes,
+                                                   elements=False))
     except ValueError as exc:
         raise AnsibleFilterError(f"start_waves: {exc}") from exc
 
