@@ -66,11 +66,13 @@ def finish_fleet(placed: FleetPlan, profiles: Mapping[str, Optional[Mapping[str,
     vllm_ports = spread_internal_ports(placed)
     plans = []
     for plan in placed.deployments:
-        processes = [
-            finished_engine(plan, placed.hosts, proc, gpus.get(process_key(proc), []),
-                            side_channels.get(process_key(proc)), vllm_ports.get(process_key(proc)))
-            if proc.kind == "engine" else proc
-            for proc in plan.processes]
+        processes = []
+        for proc in plan.processes:
+            if proc.kind == "engine":
+                key = process_key(proc)
+                proc = finished_engine(plan, placed.hosts, proc, gpus.get(key, []), side_channels.get(key),
+                                       vllm_ports.get(key))
+            processes.append(proc)
         processes.sort(key=lambda p: (p.start_order, p.pool or "", p.rank or 0, p.unit))
         plans.append(replace(plan, processes=processes))
     fleet = FleetPlan(deployments=plans, hosts=placed.hosts, gpu_assignment=assignment)
