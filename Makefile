@@ -60,7 +60,7 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 SANITY_SKIP := pslint import
 
 .PHONY: help venv collection-link collections unit conformance sanity sanity-main \
-        sanity-import ansible-test-pip lint static test demo build clean distclean
+        sanity-import ansible-test-pip lint static test test-packages demo build clean distclean
 
 help: ## list targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-16s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -104,14 +104,19 @@ TEST_LOG_DIR  ?= tests/output/test
 TEST_LOG_TAIL ?= 40
 
 ifeq ($(TEST_PARALLEL),0)
-test: static integration
+test: test-packages static integration
 else
-# venv and collections first: the two stages must not both install them.
-test: venv collections ## everything CI runs: static and integration (at once; TEST_PARALLEL=0: in turn)
+# venv, collections and the Debian packages first: the two stages must not both install them.
+test: venv collections test-packages ## everything CI runs: static and integration (at once; TEST_PARALLEL=0: in turn)
 	tests/infra/parallel.sh --log-dir $(TEST_LOG_DIR) --tail $(TEST_LOG_TAIL) \
 		integration '$(MAKE) integration' \
 		static 'nice -n $(STATIC_NICE) $(MAKE) static'
 endif
+
+# The Debian packages of both stages (tests/infra/bindep.txt: shellcheck, prometheus, docker.io ...),
+# installed with apt-get when missing (root or sudo); it prints what it installs.
+test-packages: venv ## install the Debian packages `make test` needs (tests/infra/bindep.txt), when missing
+	tests/infra/packages.sh install static integration
 
 # Every step runs even when one before it failed (like `make -k`); the failed ones are named,
 # and a missing shellcheck is repeated last.

@@ -26,7 +26,7 @@ RULES = REPO / "roles" / "monitoring" / "files" / "vllm-fleet.rules.yml"
 RULE_TESTS = REPO / "tests" / "prometheus" / "vllm-fleet.rules.test.yml"
 PROMTOOL = shutil.which("promtool")
 NO_PROMTOOL = ("promtool NOT FOUND: the alert rules are NOT checked. Install Debian's `prometheus` "
-               "package (.ci/run installs it) to run `promtool check rules` / `promtool test rules`")
+               "package (`make test` installs it: tests/infra/bindep.txt) to run `promtool check rules` / `promtool test rules`")
 
 FLEETS = {
     "single_node_tp": lambda: example_fleet("single_node_tp"),
@@ -617,7 +617,7 @@ def test_real_prometheus_scrapes_the_targets_and_fires_engine_down(tmp_path):
     from urllib.parse import quote
 
     if PROMETHEUS is None:
-        pytest.skip("prometheus NOT FOUND: install Debian's `prometheus` package (.ci/run installs it)")
+        pytest.skip("prometheus NOT FOUND: install Debian's `prometheus` package (`make test` installs it)")
     engine = serve_fake_engine("127.0.0.1")
     api = engine.server_address[1]
     fleet = seed_fleet(dict(SEED, strategy="single_node_tp", ports={"api": api}), ["e0"],
