@@ -18,6 +18,12 @@ from ansible.module_utils.common.text.converters import to_native, to_text
 from ansible.plugins.action import ActionBase
 from ansible_collections.vllm_fleet.recipes.plugins.module_utils._atomic_write import atomic_write
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._requirements import missing_requirement
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._secret import VaultValue
+
+try:  # ansible-core >= 2.19: Vault values are EncryptedString objects or VaultedValue-tagged strings
+    from ansible.parsing.vault import VaultHelper
+except ImportError:  # 2.18: AnsibleVaultEncryptedUnicode, recognised by its __ENCRYPTED__ attribute
+    VaultHelper = None
 
 try:
     from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._catalog import load_catalog
@@ -45,16 +51,37 @@ HOST_VARS = (
 )
 
 
-def _plain(value):
+def _vaulted(value):
+    """Whether ``value`` is an Ansible Vault value, whatever ansible-core represents it as.
+
+    2.19: an ``EncryptedString`` (not templated yet, e.g. ``vllm_deployments`` in task vars) or a
+    ``str`` tagged ``VaultedValue`` (templated, e.g. through ``hostvars``; the tag follows a value
+    templated as a whole, ``"{{ vault_x }}"``). 2.18: an ``AnsibleVaultEncryptedUnicode``
+    (``__ENCRYPTED__``), which templating leaves as it is.
+    """
+    if VaultHelper is not None:
+        try:
+            if VaultHelper.get_ciphertext(value, with_tags=False):
+                return True
+        except Exception:  # pylint: disable=broad-except  # an undecryptable marker: decrypting says why
+            return False
+    return bool(getattr(value, "__ENCRYPTED__", False))
+
+
+def _plain(value, vault=False):
     """Deep-copy templated Ansible values into exact dict/list/str/int/float.
 
     ansible-core 2.19 hands templated values over as tagged subclasses of str, int and
     float; YAML's safe dumper (the alert rules) and pydantic's strict types refuse them.
+    With ``vault``, a Vault value becomes a :class:`VaultValue` (the inventory reader: a secret
+    whatever its key, see docs/security.md).
     """
+    if vault and _vaulted(value):
+        return VaultValue(str(to_text(value)))
     if isinstance(value, Mapping):
-        return {str(to_text(k)): _plain(v) for k, v in value.items()}
+        return {str(to_text(k)): _plain(v, vault) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
+        return [_plain(v, vault) for v in value]
     if isinstance(value, bool) or value is None:
         return value
     if isinstance(value, int):
@@ -81,7 +108,7 @@ class ActionModule(ActionBase):
             data = {}
             for key in HOST_VARS:
                 if key in source:
-                    data[key] = _plain(source[key])
+                    data[key] = _plain(source[key], vault=True)
             facts = source.get("ansible_facts") if hasattr(source, "get") else None
             if isinstance(facts, Mapping) and "default_ipv4" in facts:
                 data["ansible_facts"] = {"default_ipv4": _plain(facts["default_ipv4"])}
@@ -104,7 +131,7 @@ class ActionModule(ActionBase):
                 continue
             try:  # templated as its first host sees it (host-dependent templates stay comparable)
                 templar = self._templar.copy_with_new_env(available_variables=hostvars[members[0].name])
-                out[to_text(name)] = _plain(templar.template(raw))
+                out[to_text(name)] = _plain(templar.template(raw), vault=True)
             except Exception:  # pylint: disable=broad-except  # cannot be templated here: not checked
                 continue
         return out
@@ -122,9 +149,9 @@ class ActionModule(ActionBase):
             raise AnsibleActionFail(f"vllm_plan: unsupported option(s) {', '.join(unknown)}; "
                                     f"supported: {', '.join(sorted(self._VALID_ARGS))}")
         base_dir = to_text(task_vars.get("playbook_dir") or os.getcwd())
-        deployments = args.get("deployments")
+        deployments = None if args.get("deployments") is None else _plain(args["deployments"], vault=True)
         if deployments is None and "vllm_deployments" in task_vars:
-            deployments = _plain(task_vars["vllm_deployments"])
+            deployments = _plain(task_vars["vllm_deployments"], vault=True)
         recipe_dirs = [to_text(p) for p in (args.get("recipe_dirs") or [])]
         catalog = None
         try:

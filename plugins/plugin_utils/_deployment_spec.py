@@ -13,18 +13,21 @@ docs/plan.md documents every key.
 from __future__ import annotations
 
 import re
-from typing import Any, Literal, Optional
+from typing import Annotated, Any, Literal, Optional
 
 from pydantic import (
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
+    PrivateAttr,
     SecretStr,
     field_validator,
     model_validator,
 )
 
 __all__ = [
+    "Count",
     "NAME_RE",
     "PLACEHOLDER_NAME_RE",
     "CpuSpec",
@@ -36,12 +39,45 @@ __all__ = [
     "RouterSpec",
     "UnitSpec",
     "WeightsSpec",
+    "read_integer",
 ]
 
 #: Deployment names end up in unit names, container names and file names.
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
 _ENV_KEY_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 PLACEHOLDER_NAME_RE = re.compile(r"^[A-Z][A-Z0-9_]*$")
+_DIGITS_RE = re.compile(r"^[0-9]+$")
+#: What a refusal of a boolean where a number belongs says.
+NOT_A_BOOLEAN = "an integer, not a boolean (YAML reads true/yes/on as a boolean)"
+
+
+def read_integer(value: Any) -> Optional[int]:
+    """The one number reader of the inventory: the integer ``value`` is, or ``None``.
+
+    A boolean is never a number (YAML ``true``/``yes`` would otherwise count as 1); a
+    string of ASCII digits is (INI ``:vars`` and templated values are strings); a float
+    only when it is whole (pydantic's own rule for ``int`` fields).
+    """
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, str) and _DIGITS_RE.match(value):
+        return int(value)
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return None
+
+
+def _integer(value: Any) -> Any:
+    if isinstance(value, bool):
+        raise ValueError(f"must be {NOT_A_BOOLEAN}")
+    number = read_integer(value)
+    return value if number is None else number  # anything else: pydantic's own int message
+
+
+#: Every integer field of ``vllm_deployment``: booleans refused, the rest as pydantic reads ints.
+Count = Annotated[int, BeforeValidator(_integer)]
 
 
 class _Strict(BaseModel):
@@ -51,7 +87,7 @@ class _Strict(BaseModel):
 class PoolSpec(_Strict):
     """Size and parallelism of one prefill/decode pool (defaults: from the inventory)."""
 
-    nodes: Optional[int] = Field(default=None, ge=1, le=1024)
+    nodes: Optional[Count] = Field(default=None, ge=1, le=1024)
     parallelism: Optional[Literal["tp", "tep", "dep"]] = None
 
 
@@ -70,16 +106,16 @@ class PortsSpec(_Strict):
     """Host ports. Unset values come from the recipe's argv or vLLM's defaults."""
 
     #: API port of single/head/instance processes (appends ``--port`` when the recipe has none).
-    api: Optional[int] = Field(default=None, ge=1, le=65535)
+    api: Optional[Count] = Field(default=None, ge=1, le=65535)
     #: ``--master-port`` of the mp multi-node backend (vLLM default 29501).
-    master: Optional[int] = Field(default=None, ge=1, le=65535)
+    master: Optional[Count] = Field(default=None, ge=1, le=65535)
     #: Value for ``$PREFILL_DP_RPC_PORT`` / ``$DECODE_DP_RPC_PORT``.
-    prefill_dp_rpc: int = Field(default=29550, ge=1, le=65535)
-    decode_dp_rpc: int = Field(default=29551, ge=1, le=65535)
+    prefill_dp_rpc: Count = Field(default=29550, ge=1, le=65535)
+    decode_dp_rpc: Count = Field(default=29551, ge=1, le=65535)
     #: Router listen port (``$ROUTER_PORT``); default: the recipe's router port, else 30000.
-    router: Optional[int] = Field(default=None, ge=1, le=65535)
+    router: Optional[Count] = Field(default=None, ge=1, le=65535)
     #: The router's Prometheus port (``--prometheus-port``); default vllm-router's own 29000.
-    router_metrics: Optional[int] = Field(default=None, ge=1, le=65535)
+    router_metrics: Optional[Count] = Field(default=None, ge=1, le=65535)
 
 
 class WeightsSpec(_Strict):
@@ -135,29 +171,29 @@ class MooncakeSpec(_Strict):
 class UnitSpec(_Strict):
     """systemd supervision knobs."""
 
-    restart_sec: int = Field(default=30, ge=1, le=3600)
-    stop_timeout: int = Field(default=120, ge=1, le=3600)
+    restart_sec: Count = Field(default=30, ge=1, le=3600)
+    stop_timeout: Count = Field(default=120, ge=1, le=3600)
     #: Default ``TimeoutStartSec`` when the recipe sets no ``VLLM_ENGINE_READY_TIMEOUT_S``.
-    start_timeout: int = Field(default=1800, ge=1, le=86400)
+    start_timeout: Count = Field(default=1800, ge=1, le=86400)
     #: Group watchdog of multi-node groups (docs/operations.md): one per rank host.
     watchdog: bool = True
     #: Seconds between two probes of the group head's ``/health``.
-    watchdog_interval: int = Field(default=5, ge=1, le=3600)
+    watchdog_interval: Count = Field(default=5, ge=1, le=3600)
     #: Seconds the head may fail ``/health`` (after being healthy) before the rank restarts.
-    watchdog_grace: int = Field(default=30, ge=1, le=86400)
+    watchdog_grace: Count = Field(default=30, ge=1, le=86400)
 
 
 class CpuSpec(_Strict):
     """vLLM's CPU backend (Intel Xeon hardware, generation ``cpu``): the env it reads."""
 
     #: GiB of host memory for the KV cache of each engine (``VLLM_CPU_KVCACHE_SPACE``).
-    kvcache_space_gb: int = Field(default=40, ge=1, le=65536)
+    kvcache_space_gb: Count = Field(default=40, ge=1, le=65536)
     #: OpenMP thread binding (``VLLM_CPU_OMP_THREADS_BIND``): ``auto`` (one NUMA node per rank),
     #: ``nobind``, or CPU lists per rank separated by ``|`` (e.g. ``0-31|32-63``).
     omp_threads_bind: str = Field(default="auto", pattern=r"^(auto|nobind|[0-9]+(-[0-9]+)?(,[0-9]+(-[0-9]+)?)*"
                                                           r"(\|[0-9]+(-[0-9]+)?(,[0-9]+(-[0-9]+)?)*)*)$")
     #: CPUs per rank left to the API server and other threads when binding ``auto``.
-    reserved_cpus: Optional[int] = Field(default=None, ge=0, le=4096)
+    reserved_cpus: Optional[Count] = Field(default=None, ge=0, le=4096)
 
     def env(self) -> dict[str, str]:
         out = {"VLLM_CPU_KVCACHE_SPACE": str(self.kvcache_space_gb), "VLLM_CPU_OMP_THREADS_BIND": self.omp_threads_bind}
@@ -179,10 +215,10 @@ class DeploymentSpec(_Strict):
     feature_modes: dict[str, str] = {}
     frontend: Optional[str] = None
     kv_offload: Optional[str] = None
-    kv_instances: Optional[int] = Field(default=None, ge=1, le=1024)
-    node_count: Optional[int] = Field(default=None, ge=1, le=1024)
+    kv_instances: Optional[Count] = Field(default=None, ge=1, le=1024)
+    node_count: Optional[Count] = Field(default=None, ge=1, le=1024)
     #: Independent copies of a single-node strategy, one per engine host, behind the router host.
-    replicas: Optional[int] = Field(default=None, ge=1, le=1024)
+    replicas: Optional[Count] = Field(default=None, ge=1, le=1024)
     advanced_args: list[str] = []
     pd: PdSpec = PdSpec()
     ports: PortsSpec = PortsSpec()
@@ -213,6 +249,14 @@ class DeploymentSpec(_Strict):
     docker_binary: str = "/usr/bin/docker"
     #: JSON file of pinned resolutions (as written to plan.json) used instead of the engine.
     resolution_file: Optional[str] = None
+    #: ``extra_env`` names whose value the operator encrypted with Ansible Vault (set by
+    #: ``_inventory.parse_deployment``, not by the user): secret whatever the name.
+    _vault_env: frozenset[str] = PrivateAttr(default_factory=frozenset)
+
+    @property
+    def vault_env(self) -> frozenset[str]:
+        """The ``extra_env`` names that hold a Vault value (written to the 0600 secret env file)."""
+        return self._vault_env
 
     @field_validator("name")
     @classmethod

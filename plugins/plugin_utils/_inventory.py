@@ -25,6 +25,7 @@ checks and secret redaction in ``_inventory_checks``. ``DeploymentSpec``,
 
 from __future__ import annotations
 
+import difflib
 import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional, Sequence
@@ -34,17 +35,22 @@ from pydantic import ValidationError
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils import _unitfile as U
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._deployment_spec import (
     NAME_RE,
+    NOT_A_BOOLEAN,
     PLACEHOLDER_NAME_RE,
     DeploymentSpec,
+    read_integer,
 )
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._inventory_checks import (
     InventoryError,
     check_address,
     check_deployment_strings,
     check_host_name,
+    check_vaulted,
     is_ip,
     is_secret_env,
     redact,
+    refuse_vaulted_host_vars,
+    shown_secret,
 )
 
 __all__ = [
@@ -105,6 +111,17 @@ def _as_roles(host: str, var: str, value: Any, allowed: Sequence[str]) -> tuple[
     return tuple(dict.fromkeys(items))
 
 
+def _host_integer(host: str, var: str, value: Any, *, expected: str, fix: str,
+                  most: Optional[int] = None) -> int:
+    """A host variable holding a count or index (the shared number reader: never a boolean)."""
+    number = None if isinstance(value, float) else read_integer(value)
+    if number is None or number < 0 or (most is not None and number > most):
+        raise InventoryError(f"hostvars[{host!r}].{var}", value=value,
+                             expected=expected + (f" ({NOT_A_BOOLEAN})" if isinstance(value, bool) else ""),
+                             fix=fix)
+    return number
+
+
 def _as_gpu_list(host: str, var: str, value: Any) -> tuple[int, ...]:
     items: Any = value
     if isinstance(value, str):
@@ -115,11 +132,8 @@ def _as_gpu_list(host: str, var: str, value: Any) -> tuple[int, ...]:
                              fix=f"list the accelerator indexes of {host}, e.g. {var}: [0, 1, 2, 3]")
     out = []
     for item in items:
-        try:
-            number = int(item)
-        except (TypeError, ValueError):
-            number = -1
-        if isinstance(item, bool) or number < 0 or str(number) != str(item).strip():
+        number = read_integer(item.strip() if isinstance(item, str) else item)
+        if number is None or number < 0 or isinstance(item, float):
             raise InventoryError(f"hostvars[{host!r}].{var}", value=value,
                                  expected="device indexes (integers >= 0)",
                                  fix=f"use plain indexes such as [0, 1] in {var} on {host}")
@@ -145,6 +159,8 @@ def _opt_str(host: str, var: str, value: Any) -> Optional[str]:
 def host_spec(name: str, hostvars: Mapping[str, Any]) -> HostSpec:
     """Normalise one host's variables (no facts needed; facts are used when cached)."""
     check_host_name(name)
+    refuse_vaulted_host_vars(name, hostvars, "vllm_fabric_address" if hostvars.get("vllm_fabric_address")
+                             else "ansible_host")
     facts = hostvars.get("ansible_facts") if isinstance(hostvars.get("ansible_facts"), Mapping) else {}
     default_v4 = hostvars.get("ansible_default_ipv4") or (facts or {}).get("default_ipv4") or {}
     if not isinstance(default_v4, Mapping):
@@ -181,25 +197,16 @@ def host_spec(name: str, hostvars: Mapping[str, Any]) -> HostSpec:
 
     node_rank = hostvars.get("vllm_node_rank")
     if node_rank is not None:
-        if isinstance(node_rank, bool) or not isinstance(node_rank, int) or node_rank < 0:
-            if isinstance(node_rank, str) and node_rank.isdigit():
-                node_rank = int(node_rank)
-            else:
-                raise InventoryError(f"hostvars[{name!r}].vllm_node_rank", value=node_rank,
-                                     expected="an integer >= 0 (0 is the head)",
-                                     fix=f"set vllm_node_rank on {name} to 0, 1, 2 ...")
+        node_rank = _host_integer(name, "vllm_node_rank", node_rank, expected="an integer >= 0 (0 is the head)",
+                                  fix=f"set vllm_node_rank on {name} to 0, 1, 2 ...")
 
     gpus: Optional[tuple[int, ...]] = None
     if hostvars.get("vllm_gpus") not in (None, "", []):
         gpus = _as_gpu_list(name, "vllm_gpus", hostvars["vllm_gpus"])
     count = hostvars.get("vllm_gpu_count")
     if count is not None:
-        if isinstance(count, str) and count.isdigit():
-            count = int(count)
-        if isinstance(count, bool) or not isinstance(count, int) or count < 0 or count > 1024:
-            raise InventoryError(f"hostvars[{name!r}].vllm_gpu_count", value=count,
-                                 expected="an integer between 0 and 1024",
-                                 fix=f"set vllm_gpu_count on {name} to its accelerator count")
+        count = _host_integer(name, "vllm_gpu_count", count, expected="an integer between 0 and 1024",
+                              fix=f"set vllm_gpu_count on {name} to its accelerator count", most=1024)
         if gpus is not None and len(gpus) != count:
             raise InventoryError(f"hostvars[{name!r}].vllm_gpu_count", value=count,
                                  expected=f"{len(gpus)} (the length of vllm_gpus {list(gpus)})",
@@ -267,17 +274,30 @@ class DeclaredDeployment:
     source: str
 
 
+def _did_you_mean(loc: Sequence[Any]) -> str:
+    """`` (did you mean 'strategy'?)`` for a mistyped key of ``vllm_deployment``, else ``''``."""
+    model: Any = DeploymentSpec
+    for part in loc[:-1]:
+        field_info = getattr(model, "model_fields", {}).get(part)
+        model = getattr(field_info, "annotation", None)
+    known = list(getattr(model, "model_fields", {}))
+    close = difflib.get_close_matches(str(loc[-1]), known, n=1) if loc and known else []
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
 def _pydantic_error(exc: ValidationError, prefix: str, source: str) -> InventoryError:
-    err = exc.errors()[0]
+    """The first problem pydantic found, at the key the user wrote; values shown through :func:`redact`."""
+    err = exc.errors(include_url=False)[0]
     loc = ".".join(str(part) for part in err.get("loc", ()) if part != "__root__")
     key = f"{prefix}.{loc}" if loc else prefix
     value = redact(err.get("input"))
     if loc.endswith(("api_key", "token")) or is_secret_env(loc.rsplit(".", 1)[-1]):
-        value = U.fingerprint(str(value))
+        value = shown_secret(err.get("input"))
     msg = str(err.get("msg", "invalid value"))
-    if err.get("type") == "extra_forbidden":
-        return InventoryError(key, value=value, expected="a known vllm_deployment key",
-                              fix=f"remove or rename {loc!r} (see docs/plan.md for the keys)",
+    if err.get("type") == "extra_forbidden":  # a mistyped key's value may be a secret: a fingerprint only
+        return InventoryError(key, value=shown_secret(err.get("input")), expected="a known vllm_deployment key",
+                              fix=f"remove or rename {loc!r}{_did_you_mean(err.get('loc', ()))} "
+                                  "(see docs/plan.md for the keys)",
                               source=source)
     if err.get("type") == "missing":
         return InventoryError(key, expected="a value", has_value=False,
@@ -298,6 +318,7 @@ def parse_deployment(raw: Any, where: str, source: str = "") -> DeploymentSpec:
         spec = DeploymentSpec.model_validate(dict(raw))
     except ValidationError as exc:
         raise _pydantic_error(exc, where, source) from None
+    spec._vault_env = check_vaulted(raw, where)  # pylint: disable=protected-access  # set once, here
     check_deployment_strings(spec, where)
     return spec
 

@@ -22,6 +22,14 @@ from pydantic import SecretStr
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils import _unitfile as U
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._deployment_spec import DeploymentSpec
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._errors import SelectionError
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._secret import (
+    VaultValue,
+    dotted,
+    fingerprint,
+    is_blank,
+    shown_secret,
+    vault_paths,
+)
 
 __all__ = [
     "IMAGE_REF_RE",
@@ -32,9 +40,12 @@ __all__ = [
     "check_deployment_strings",
     "check_host_name",
     "check_image",
+    "check_vaulted",
     "is_ip",
     "is_secret_env",
     "redact",
+    "refuse_vaulted_host_vars",
+    "shown_secret",
 ]
 
 #: Env names that hold secrets: they go to the secret file, and messages show a fingerprint.
@@ -61,6 +72,12 @@ _SYSTEM_DIRS = frozenset(("/", "/bin", "/boot", "/dev", "/etc", "/home", "/lib",
 _SYSTEM_TREES = ("/proc/", "/sys/", "/dev/", "/run/", "/var/run/", "/etc/", "/boot/", "/usr/",
                  "/var/lib/docker", "/var/lib/containerd", "/bin/", "/sbin/", "/lib/", "/lib64/")
 _REVISION_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,254}$")
+#: The keys of ``vllm_deployment`` written only to the 0600 secret env file: a Vault value may go there.
+_SECRET_PLACES = (("api_key",), ("weights", "token"))
+_VAULT_ACCEPTED = ("api_key, weights.token or extra_env: the places written only to the 0600 secret env "
+                   "file")
+#: extra_env names placement itself reads into units, ports and plan.json: never secret.
+PLACEMENT_ENV = ("VLLM_ENGINE_READY_TIMEOUT_S", "VLLM_NIXL_SIDE_CHANNEL_PORT", "VLLM_PORT", "CUDA_VISIBLE_DEVICES")
 
 
 class InventoryError(SelectionError):
@@ -100,9 +117,15 @@ def is_secret_env(name: str) -> bool:
 
 
 def redact(value: Any) -> Any:
-    """``value`` with every secret replaced by its fingerprint (for messages and logs)."""
+    """``value`` with every secret replaced by its fingerprint (for messages and logs).
+
+    Secrets are ``SecretStr`` values, Vault values (:class:`VaultValue`, whatever their key),
+    values under secret env names and the values of secret flags in argv lists.
+    """
     if isinstance(value, SecretStr):
         return U.fingerprint(value.get_secret_value())
+    if isinstance(value, VaultValue):
+        return shown_secret(value)
     if isinstance(value, Mapping):
         return {k: (U.fingerprint(str(v)) if isinstance(k, str) and is_secret_env(k) and v is not None
                     else redact(v)) for k, v in value.items()}
@@ -268,11 +291,64 @@ def check_deployment_strings(spec: DeploymentSpec, where: str) -> None:
                              fix=f"correct {where}.router.bind_address")
     for attr, secret in (("api_key", spec.api_key), ("weights.token", spec.weights.token)):
         if secret is not None:
-            U.check_text(f"{where}.{attr}", secret.get_secret_value(), secret=True)
+            _check_secret(f"{where}.{attr}", secret.get_secret_value())
     for name, value in spec.extra_env.items():
-        if is_secret_env(name):
-            U.check_text(f"{where}.extra_env.{name}", value, secret=True)
+        if is_secret_env(name) or name in spec.vault_env:
+            _check_secret(f"{where}.extra_env.{name}", value)
         else:
             U.check_env_value(f"{where}.extra_env.{name}", value, fix=f"simplify the value of {name}")
     for name, value in spec.placeholders.items():
         U.check_text(f"{where}.placeholders.{name}", value)
+
+
+def _check_secret(key: str, value: str) -> None:
+    """A secret: one line, and not empty (an empty Vault value or an unset lookup protects nothing)."""
+    if is_blank(value):
+        raise InventoryError(key, value=fingerprint(value),
+                             expected="a non-empty secret (this one is empty or blank: an empty Vault value "
+                                      "or a lookup of something unset)",
+                             fix=f"give {key} its value (Ansible Vault), or remove the key")
+    U.check_text(key, value, secret=True)
+
+
+def check_vaulted(raw: Mapping[str, Any], where: str) -> frozenset[str]:
+    """Route the Vault values of one ``vllm_deployment``: a Vault value is a secret whatever its key.
+
+    Returns the ``extra_env`` names that hold one (they go to the 0600 secret env file, like
+    ``*_TOKEN``). A Vault value anywhere else (argv, a name, a path, a placeholder, an image ...)
+    would reach a unit, ``plan.json`` or ``PLAN.md``: it is refused by its key, shown as a fingerprint.
+    """
+    names: set[str] = set()
+    for path, value in vault_paths(raw):
+        key = f"{where}.{dotted(path)}"
+        in_env = len(path) == 2 and path[0] == "extra_env" and path[1] not in PLACEMENT_ENV
+        if path not in _SECRET_PLACES and not in_env:
+            read = (f"placement reads {path[1]} into the unit and plan.json" if path[0] == "extra_env"
+                    else f"{dotted(path)} reaches argv, units, paths or plan.json, which are not secret")
+            fix = (f"write {key} in clear text: placement needs its value" if path[0] == "extra_env"
+                   else f"write {key} in clear text; a secret belongs in api_key, weights.token or extra_env")
+            raise InventoryError(key, value=shown_secret(value),
+                                 expected=f"no Vault value here ({read}); a Vault value may go in {_VAULT_ACCEPTED}",
+                                 fix=fix)
+        _check_secret(key, value)
+        if in_env:
+            names.add(str(path[1]))
+    return frozenset(names)
+
+
+def refuse_vaulted_host_vars(host: str, hostvars: Mapping[str, Any], address_var: str) -> None:
+    """Host variables hold addresses, interfaces, roles, indexes and placeholders: none is secret.
+
+    ``ansible_host`` is refused only when it is the host's address (``address_var``) in the plan.
+    """
+    for var in sorted(hostvars):
+        if var in ("vllm_deployment", "ansible_facts", "ansible_default_ipv4"):
+            continue
+        if var == "ansible_host" and address_var != "ansible_host":
+            continue
+        for path, value in vault_paths(hostvars[var], (var,)):
+            raise InventoryError(f"hostvars[{host!r}].{dotted(path)}", value=shown_secret(value),
+                                 expected="no Vault value in a host variable (it reaches argv, env files, "
+                                          f"plan.json and PLAN.md); a Vault value may go in vllm_deployment's "
+                                          f"{_VAULT_ACCEPTED}",
+                                 fix=f"write {dotted(path)} on {host} in clear text")

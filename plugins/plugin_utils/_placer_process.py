@@ -210,7 +210,7 @@ class ProcessPlacer(PlacerContext):
         secret: dict[str, str] = {}
         for key, value in self.spec.extra_env.items():
             sources[key] = f"{self.where}.extra_env.{key}"
-            if is_secret_env(key):  # a secret never goes to the plain env file, argv or plan
+            if is_secret_env(key) or key in self.spec.vault_env:  # never in the plain env file, argv or plan
                 secret[key] = value
                 final_env.pop(key, None)
                 node_env.pop(key, None)

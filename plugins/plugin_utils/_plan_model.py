@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Optional, Union
 
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._argv_tools import EngineArgs
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._errors import describe_value
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._launch import PlacementView
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._inventory import (
     DeclaredDeployment,
@@ -62,11 +63,15 @@ def engine_error(decl: DeclaredDeployment, exc: Exception) -> PlacementError:
     if key.startswith("pd_nodes"):
         key = "pd" + key[len("pd_nodes"):]
     loaded_path = "/" in key or key.endswith((".yaml", ".yml", ".json"))
-    where = f"vllm_deployment[{decl.name}].{'recipe' if loaded_path else key}"
     expected = getattr(exc, "expected", "") or getattr(exc, "reason", "") or str(exc)
     reason = getattr(exc, "reason", "")
     if reason and reason != expected:
         expected = f"{expected} ({reason})"
+    if key == "hf_id":  # the recipe's id, read from the file name or document `recipe:` points at
+        expected = (f"a recipe whose id is {expected} (the recipe at {getattr(exc, 'source', '') or 'it'} "
+                    f"gives {describe_value(getattr(exc, 'value', None))})")
+        key, loaded_path = getattr(exc, "source", "") or key, True
+    where = f"vllm_deployment[{decl.name}].{'recipe' if loaded_path else key}"
     if loaded_path:
         fix = f"fix the recipe file {key} or point vllm_deployment.recipe elsewhere"
         value: Any = decl.spec.recipe

@@ -27,12 +27,12 @@ docker only at LF, so such a value means two different things to two readers.
 
 from __future__ import annotations
 
-import hashlib
 import re
 import unicodedata
 from typing import Optional, Sequence, Union
 
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._errors import SelectionError
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._secret import fingerprint
 
 __all__ = [
     "MAX_VALUE_BYTES",
@@ -71,11 +71,6 @@ ENV_EXPECTED = ("a single-line value without quotes, backslashes, '$' or surroun
 
 class UnsafeValueError(SelectionError):
     """A value cannot be written into a unit, env file, path or argv unchanged."""
-
-
-def fingerprint(secret: str) -> str:
-    """What a message shows instead of a secret: ``<secret sha256:0123abcd4567>``."""
-    return f"<secret sha256:{hashlib.sha256(secret.encode('utf-8', 'surrogatepass')).hexdigest()[:12]}>"
 
 
 def _shown(value: str, secret: bool) -> str:

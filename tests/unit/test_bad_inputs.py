@@ -1,10 +1,11 @@
 """The bad-input corpus: every broken inventory or recipe fails with its own message, writes nothing.
 
-Each folder under ``tests/bad_inputs/`` holds an ``inventory.yml`` (plus any
-file it refers to) and an ``expect.yml`` listing substrings the error must
-contain (``messages``: the offending key, the value and the fix) and, optionally,
-substrings it must never contain (``absent``: a secret, a file's content). Each
-case is checked twice:
+Each folder under ``tests/bad_inputs/`` holds an ``inventory.yml`` or an
+``inventory.ini`` (plus any file it refers to) and an ``expect.yml`` listing
+substrings the error must contain (``messages``: the offending key, the value and
+the fix) and, optionally, substrings it must never contain (``absent``: a secret, a
+file's content). Vault values in a case are encrypted with the password in
+``tests/bad_inputs/vault-password.txt``. Each case is checked twice:
 
 * in Python (``build_plan`` on the hostvars Ansible computes for the inventory);
 * through ``playbooks/render.yml``: its one compile-and-write task fails and the
@@ -13,7 +14,6 @@ case is checked twice:
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -22,12 +22,20 @@ from pathlib import Path
 import pytest
 import yaml
 
+from ansible_collections.vllm_fleet.recipes.plugins.action.vllm_plan import _plain
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils import _placement as P
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._errors import RecipeError
 
 REPO = Path(__file__).resolve().parents[2]
 CASES_DIR = REPO / "tests" / "bad_inputs"
 CASES = sorted(p.name for p in CASES_DIR.iterdir() if (p / "expect.yml").is_file())
+VAULT_PASSWORD_FILE = CASES_DIR / "vault-password.txt"
+
+
+def inventory_of(name: str) -> Path:
+    """The case's inventory: ``inventory.yml``, or ``inventory.ini`` for the INI form."""
+    ini = CASES_DIR / name / "inventory.ini"
+    return ini if ini.is_file() else CASES_DIR / name / "inventory.yml"
 
 
 def expectations(name: str) -> list[str]:
@@ -47,11 +55,10 @@ def templated_inventory(path: Path) -> tuple[dict, dict, list | None]:
 def templated_inventory_and_groups(path: Path) -> tuple[dict, dict, list | None, dict]:
     """:func:`templated_inventory` plus each group's own ``vllm_deployment`` (as vllm_plan sees it)."""
     from ansible.inventory.manager import InventoryManager
-    from ansible.parsing.dataloader import DataLoader
     from ansible.template import Templar
     from ansible.vars.manager import VariableManager
 
-    loader = DataLoader()
+    loader = _vault_loader()
     inventory = InventoryManager(loader=loader, sources=[str(path)])
     manager = VariableManager(loader=loader, inventory=inventory)
     hostvars: dict = {}
@@ -61,7 +68,7 @@ def templated_inventory_and_groups(path: Path) -> tuple[dict, dict, list | None,
         templar = Templar(loader=loader, variables=values)
         picked = {k: templar.template(v) for k, v in values.items()
                   if k.startswith("vllm_") or k == "ansible_host"}
-        picked = json.loads(json.dumps(picked))
+        picked = _plain(picked, vault=True)  # what vllm_plan's inventory reader hands over (Vault values marked)
         deployments = picked.pop("vllm_deployments", deployments)
         hostvars[host.name] = picked
     declared = {}
@@ -70,8 +77,22 @@ def templated_inventory_and_groups(path: Path) -> tuple[dict, dict, list | None,
         members = group.get_hosts()
         if raw is not None and members:  # templated as its first host sees it ({{ inventory_dir }})
             values = manager.get_vars(host=members[0], include_hostvars=False)
-            declared[name] = json.loads(json.dumps(Templar(loader=loader, variables=values).template(raw)))
+            declared[name] = _plain(Templar(loader=loader, variables=values).template(raw), vault=True)
     return hostvars, inventory.get_groups_dict(), deployments, declared
+
+
+def _vault_loader():
+    """A DataLoader that decrypts the cases' Vault values (the CLI's --vault-password-file)."""
+    from ansible.parsing import vault
+    from ansible.parsing.dataloader import DataLoader
+
+    secrets = [("default", vault.VaultSecret(VAULT_PASSWORD_FILE.read_bytes().strip()))]
+    loader = DataLoader()
+    loader.set_vault_secrets(secrets)
+    context = getattr(vault, "VaultSecretsContext", None)  # ansible-core >= 2.19: decrypts lazily through it
+    if context is not None and context.current(optional=True) is None:
+        context.initialize(context(secrets))
+    return loader
 
 
 def test_corpus_is_large_enough():
@@ -80,7 +101,7 @@ def test_corpus_is_large_enough():
 
 @pytest.mark.parametrize("name", CASES)
 def test_bad_input_fails_in_python_with_its_message(name):
-    hostvars, groups, deployments, declared = templated_inventory_and_groups(CASES_DIR / name / "inventory.yml")
+    hostvars, groups, deployments, declared = templated_inventory_and_groups(inventory_of(name))
     with pytest.raises((RecipeError, ValueError)) as caught:
         P.build_plan(hostvars, groups, P.engine_factory(), deployments_list=deployments,
                      group_declarations=declared)
@@ -103,7 +124,7 @@ def test_bad_input_fails_the_render_playbook_and_writes_nothing(name, tmp_path):
                ANSIBLE_RETRY_FILES_ENABLED="0")
     env.pop("ANSIBLE_CONFIG", None)
     result = subprocess.run(
-        [_ansible_playbook(), "-i", str(CASES_DIR / name / "inventory.yml"),
+        [_ansible_playbook(), "-i", str(inventory_of(name)), "--vault-password-file", str(VAULT_PASSWORD_FILE),
          str(REPO / "playbooks" / "render.yml"), "-e", f"vllm_render_dir={out}"],
         capture_output=True, text=True, env=env, cwd=str(tmp_path), timeout=300, check=False)
     output = (result.stdout + result.stderr).replace('\\"', '"')
