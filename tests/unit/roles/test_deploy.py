@@ -469,7 +469,7 @@ def test_shared_plan_playbook_compiles_once():
 
 
 @pytest.mark.parametrize("playbook", ["deploy.yml", "upgrade.yml", "validate.yml", "status.yml", "teardown.yml",
-                                      "drift.yml"])
+                                      "drift.yml", "verify.yml"])
 def test_playbooks_share_the_plan_plays(playbook):
     plays = _yaml(REPO / "playbooks" / playbook)
     assert _imported(plays[0]) == "_plan.yml"
@@ -481,8 +481,10 @@ def test_deploy_playbook_shape():
     plays = _yaml(REPO / "playbooks" / "deploy.yml")
     assert [_imported(p) for p in plays[:2]] == ["_plan.yml", "_preflight.yml"]
     plays = plays[2:]
+    acceptance = plays.pop()  # the last play: proof that the fleet serves (docs/verify.md)
+    assert acceptance["roles"] == [{"role": "vllm_fleet.recipes.acceptance", "tags": ["acceptance"]}]
     assert all(p["any_errors_fatal"] for p in plays)
-    monitoring = plays.pop()  # the optional last play: Prometheus on the group vllm_monitoring
+    monitoring = plays.pop()  # the optional play before it: Prometheus on the group vllm_monitoring
     assert monitoring["hosts"] == "vllm_monitoring"
     assert monitoring["roles"] == [{"role": "vllm_fleet.recipes.monitoring", "tags": ["monitoring"]}]
 
@@ -520,7 +522,7 @@ def test_deploy_playbook_shape():
 
 
 @pytest.mark.parametrize("playbook", ["deploy.yml", "status.yml", "teardown.yml", "validate.yml", "upgrade.yml",
-                                      "drift.yml"])
+                                      "drift.yml", "verify.yml"])
 def test_playbooks_pass_syntax_check(playbook):
     env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(REPO / ".collections"))
     result = subprocess.run([str(BIN / "ansible-playbook"), "-i", str(EXAMPLES / "pd_cluster" / "inventory.yml"),
