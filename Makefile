@@ -59,7 +59,7 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 #   import  - run separately below (`sanity-import`), without plugins/plugin_utils/.
 SANITY_SKIP := pslint import
 
-.PHONY: help venv collection-link collections unit conformance sanity sanity-main \
+.PHONY: help venv collection-link collections mermaid-cli unit conformance sanity sanity-main \
         sanity-import ansible-test-pip lint static test test-packages demo build clean distclean
 
 help: ## list targets
@@ -125,7 +125,14 @@ static: ## unit, conformance, sanity, lint in turn (STATIC_STEPS; no docker)
 	command -v shellcheck >/dev/null || echo "static: WARNING: shellcheck is not installed: SKIPPED shellcheck of .ci/run (lint) and ansible-test's shellcheck sanity test; CI runs both" >&2; \
 	exit $$rc
 
-unit: venv collections ## pytest on tests/ (PYTEST_WORKERS=logical processes, pytest-xdist)
+# mmdc for the test that parses PLAN.md's Mermaid diagrams (tests/unit/test_plan_diagram_mmdc.py):
+# pinned with its whole tree in tests/infra/mermaid-cli/, `npm ci` once into
+# /var/tmp/vllm-fleet-infra/mermaid-cli/ (kept across runs and checkouts); says what it installs.
+# Without node/npm it says so and installs nothing (the test skips itself).
+mermaid-cli: ## install mmdc (@mermaid-js/mermaid-cli) for the Mermaid diagram test, when missing
+	tests/infra/mermaid.sh install
+
+unit: venv collections mermaid-cli ## pytest on tests/ (PYTEST_WORKERS=logical processes, pytest-xdist)
 	$(VPY) -m pytest $(if $(filter-out 0,$(PYTEST_WORKERS)),-n $(PYTEST_WORKERS) --dist $(PYTEST_DIST)) $(PYTEST_ARGS)
 
 conformance: venv collection-link ## replay the upstream command-synthesis corpus and the seed recipe

@@ -9,7 +9,8 @@ Every function here is pure: it takes a :class:`FleetPlan` and returns text.
 :func:`render` returns ``{relative_path: content}`` for the whole fleet::
 
     plan.json                                  machine-readable plan (sorted keys)
-    PLAN.md                                    host -> process -> rank -> ports -> GPUs -> image -> command
+    PLAN.md                                    per deployment: a Mermaid topology diagram (_plan_diagram),
+                                               then host -> process -> rank -> ports -> GPUs -> image -> command
     <deployment>/<host>/<unit>.service         one systemd unit per process
     <deployment>/<host>/<unit>.env             its environment file (install with mode 0600)
     <deployment>/<host>/<unit>.docker.json     the docker argv (container processes)
@@ -33,6 +34,7 @@ from typing import Any, Iterable, Mapping, Optional
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils import _monitoring
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils import _unitfile as U
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._argv_tools import find_placeholders
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._plan_diagram import deployment_diagram, number_ranges
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._plan_model import (
     UNIT_MANIFEST_SCHEMA,
     DeploymentPlan,
@@ -232,20 +234,7 @@ def _code(text: str) -> str:
     return f"{fence}{pad}{_md_cell(text)}{pad}{fence}"
 
 
-def _ranges(values: Iterable[int]) -> str:
-    items = sorted(values)
-    if not items:
-        return "-"
-    parts = []
-    start = prev = items[0]
-    for item in items[1:] + [None]:  # type: ignore[list-item]
-        if item is not None and item == prev + 1:
-            prev = item
-            continue
-        parts.append(str(start) if start == prev else f"{start}-{prev}")
-        if item is not None:
-            start = prev = item
-    return ",".join(parts)
+_ranges = number_ranges
 
 
 def _ports_text(proc: Process) -> str:
@@ -257,7 +246,7 @@ def _ports_text(proc: Process) -> str:
 
 
 def render_plan_md(fleet: FleetPlan) -> str:
-    """Human-readable plan: one table per deployment, then per-host totals."""
+    """Human-readable plan: per deployment a topology diagram and a table, then per-host totals."""
     out = [
         "# vLLM fleet plan",
         "",
@@ -269,6 +258,10 @@ def render_plan_md(fleet: FleetPlan) -> str:
         sel = plan.selection
         out += [
             f"## Deployment `{plan.name}` (group `{plan.group}`)",
+            "",
+            "```mermaid",
+            deployment_diagram(plan).rstrip("\n"),
+            "```",
             "",
             f"- recipe: `{spec.recipe}`"
             + "".join(f", {k}: `{sel[k]}`" for k in ("variant", "strategy", "hardware") if sel.get(k)),

@@ -66,3 +66,17 @@ def run_render(inventory: Path, out: Path, *extra: str) -> subprocess.CompletedP
     return subprocess.run([ansible_playbook(), "-i", str(inventory), str(REPO / "playbooks" / "render.yml"),
                            "-e", f"vllm_render_dir={out}", *extra],
                           capture_output=True, text=True, env=env, cwd=str(out.parent), timeout=300, check=False)
+
+
+def fleets_of_64_hosts() -> dict[str, P.FleetPlan]:
+    """Two large plans for PLAN.md's diagram: 4 Mooncake instances of 16 multi-node ranks (64 engine
+    hosts and a router/master host), and 63 replicas behind a router (64 hosts)."""
+    hosts = [f"gpu-{index:02d}" for index in range(64)]
+    return {
+        "kv_4x16": seed_fleet(
+            dict(SEED, strategy="multi_node_tp_pp", node_count=16, kv_offload="kv_store_distributed_mooncake",
+                 kv_instances=4),
+            hosts + ["svc"], host_vars={"svc": {"vllm_pd_role": "router", "vllm_mooncake_role": "master"}}),
+        "replicas_63": seed_fleet(dict(SEED, strategy="single_node_tp", replicas=63), hosts,
+                                  {"fleet_router": hosts[63:]}),
+    }
