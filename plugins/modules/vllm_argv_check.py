@@ -19,7 +19,7 @@ description:
     validator vLLM runs when it builds the engine config, against the image's attention backend
     registry; C(--speculative-config) keys, and its C(method) and C(attention_backend) values as
     C(SpeculativeConfig) validates them). A name the image's vLLM offers no way to check is not
-    refused: the result's C(notes) say it was not checked.
+    refused; the result's C(notes) say it was not checked.
   - C(kind=router) parses each C(vllm-router) argv with the argparse front end of the installed
     C(vllm_router) (C(router_python), or a container of O(image) when given).
   - Each distinct (image ID, argv) is checked once; the result is cached under O(cache_dir) by
