@@ -351,10 +351,12 @@ class VllmServeChecker:
         try:
             adapter.validate_python(method)
         except ValidationError as exc:
-            words = "; ".join(str(error.get("msg")) for error in exc.errors())
+            errors = exc.errors()
+            words = "; ".join(str(error.get("msg")) for error in errors)
+            count = f"{len(errors)} validation error{'s' if len(errors) != 1 else ''}"  # pydantic's wording
             return _failure("speculative-config",
-                            f"--speculative-config: 1 validation error for SpeculativeConfig: method: {words} "
-                            f"[input_value={method!r}]", flag="--speculative-config")
+                            f"{count} for SpeculativeConfig: method: {words} [input_value={method!r}]",
+                            flag="--speculative-config")
         return None
 
 

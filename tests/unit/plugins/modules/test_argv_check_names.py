@@ -156,7 +156,7 @@ CASES = [
      None, None),
     ("current", dict(speculative_config={"method": "deepseek_mtp", "num_speculative_tokens": 1}), None, None),
     ("current", dict(speculative_config={"method": "eagle4", "num_speculative_tokens": 2}), "speculative-config",
-     "--speculative-config: 1 validation error for SpeculativeConfig: method: Input should be 'ngram', 'medusa', "
+     "1 validation error for SpeculativeConfig: method: Input should be 'ngram', 'medusa', "
      "'draft_model', 'eagle', 'eagle3', 'deepseek_mtp' or 'mtp' [input_value='eagle4']"),
     ("current", dict(speculative_config={"method": "eagle", "attention_backend": "NOT_A_BACKEND"}),
      "attention-backend", "attention_backend: Unknown attention backend: 'NOT_A_BACKEND'"),
