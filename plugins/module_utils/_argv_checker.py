@@ -26,10 +26,16 @@ vLLM's own post-parse validation (``validate_parsed_serve_args``), the engine
 arguments dataclass (``AsyncEngineArgs.from_cli_args``), and, without a model,
 the names vLLM would look up later: ``--tool-call-parser`` in the image's
 ``ToolParserManager``, ``--reasoning-parser`` in its ``ReasoningParserManager``,
-``--tokenizer-mode`` in its ``TokenizerRegistry``. JSON configs
+``--tokenizer-mode`` in its ``TokenizerRegistry``, ``--attention-backend`` by
+the validator vLLM runs when it builds the engine config
+(``AttentionConfig.validate_backend_before``, else a lookup in the image's
+``AttentionBackendEnum``, wherever that version keeps it). JSON configs
 (``--kv-transfer-config``, ``--compilation-config``, ...) are parsed into their
 config classes by the parser itself; ``--speculative-config`` is a dict whose
-keys are checked against ``SpeculativeConfig``'s fields.
+keys are checked against ``SpeculativeConfig``'s fields, and whose ``method``
+and ``attention_backend`` values are validated as ``SpeculativeConfig`` would
+(its pydantic field type; the attention backend validator). Where the image's
+vLLM offers no way to check a name, the result says so in ``notes``.
 
 ``router``: each argv is ``["vllm-router", ...]``, parsed by the argparse front
 end of the installed ``vllm_router`` (``vllm_router.router_args``).
@@ -53,10 +59,13 @@ import sys
 import time
 from typing import get_args
 
-CHECKER_VERSION = 1
+# Part of every cache key: a new version re-checks what an older checker accepted.
+CHECKER_VERSION = 2
 
 _FLAG_RE = re.compile(r"(?:^|[\s'\"(])(--[A-Za-z][\w.-]*)")
 _PARAMETER_RE = re.compile(r"parameter=([A-Za-z]\w*)")
+# Where vLLM keeps its attention backend enum, newest first (it moved between versions).
+_ATTENTION_BACKEND_ENUMS = ("vllm.v1.attention.backends.registry", "vllm.attention.backends.registry")
 
 
 def _first_flag(message):
@@ -151,6 +160,7 @@ class VllmServeChecker:
                                              "vllm.entrypoints.openai.tool_parsers")
         self.reasoning_parsers = self._registered("vllm.reasoning", "ReasoningParserManager")
         self.tokenizer_modes = self._tokenizer_modes()
+        self.attention_backend = self._attention_backend_validator()
 
     @staticmethod
     def _registered(module, name, *fallbacks):
@@ -183,6 +193,56 @@ class VllmServeChecker:
             return None
         return sorted(modes | {"auto"})
 
+    @staticmethod
+    def _attention_backend_validator():
+        """vLLM's own check of an attention backend name (raises with vLLM's words), or None.
+
+        What ``EngineArgs.create_engine_config`` runs on ``--attention-backend``
+        (``AttentionConfig.validate_backend_before``: "auto" is automatic, any other name
+        must be a member of ``AttentionBackendEnum``); on a vLLM without it, a lookup in
+        the image's enum, wherever that version keeps it; None when there is neither.
+        """
+        try:
+            from vllm.config.attention import AttentionConfig
+
+            validate = getattr(AttentionConfig, "validate_backend_before", None)
+            if callable(validate):
+                return validate
+        except Exception:  # pylint: disable=broad-except  (moved, or fails to import here)
+            pass
+        for module in _ATTENTION_BACKEND_ENUMS:
+            try:
+                enum = getattr(importlib.import_module(module), "AttentionBackendEnum")
+            except Exception:  # pylint: disable=broad-except
+                continue
+
+            def lookup(name, enum=enum):
+                if name.lower() == "auto":
+                    return None
+                try:
+                    return enum[name.upper()]  # vLLM's metaclass raises ValueError with its words
+                except KeyError:
+                    raise ValueError(f"Unknown attention backend: '{name.upper()}'. Valid options "
+                                     f"are: {', '.join(enum.__members__)}") from None
+
+            return lookup
+        return None
+
+    def _attention_backend(self, name, notes, flag="--attention-backend", key=None):
+        """Refuse (stage ``attention-backend``) a backend name the image's registry lacks, in vLLM's words."""
+        if not isinstance(name, str):
+            return None  # unset, or already parsed into the image's enum
+        where = f"{flag} {key}" if key else flag
+        if self.attention_backend is None:
+            notes.append(f"{where} {name}: not checked (vLLM {self.version} has no attention backend "
+                         "registry the checker knows)")
+            return None
+        try:
+            self.attention_backend(name)
+        except Exception as exc:  # pylint: disable=broad-except
+            return _failure("attention-backend", f"{key}: {exc}" if key else str(exc), flag=flag)
+        return None
+
     def check(self, argv):
         if len(argv) < 2 or argv[0].rsplit("/", 1)[-1] != "vllm" or argv[1] != "serve":
             return _failure("program", f"not a `vllm serve` command: {argv[:2]!r}", flag="")
@@ -211,7 +271,7 @@ class VllmServeChecker:
             AsyncEngineArgs.from_cli_args(args)
         except Exception as exc:  # pylint: disable=broad-except
             return _failure("engine-args", f"{type(exc).__name__}: {exc}")
-        failure = self._speculative(args)
+        failure = self._speculative(args, notes)
         if failure:
             return failure
         return {"ok": True, "notes": notes}
@@ -248,10 +308,9 @@ class VllmServeChecker:
                             f"No tokenizer registered for tokenizer_mode={str(mode).lower()!r} "
                             f"(registered: {', '.join(self.tokenizer_modes)})",
                             flag="--tokenizer-mode")
-        return None
+        return self._attention_backend(getattr(args, "attention_backend", None), notes)
 
-    @staticmethod
-    def _speculative(args):
+    def _speculative(self, args, notes):
         spec = getattr(args, "speculative_config", None)
         if not isinstance(spec, dict):
             return None
@@ -266,6 +325,37 @@ class VllmServeChecker:
             return _failure("speculative-config",
                             f"--speculative-config: unknown key(s) {', '.join(unknown)} "
                             f"(SpeculativeConfig fields: {', '.join(sorted(fields))})",
+                            flag="--speculative-config")
+        if spec.get("method") is not None:
+            failure = self._speculative_method(SpeculativeConfig, spec["method"], notes)
+            if failure:
+                return failure
+        return self._attention_backend(spec.get("attention_backend"), notes, "--speculative-config",
+                                       "attention_backend")
+
+    @staticmethod
+    def _speculative_method(config_class, method, notes):
+        """``method`` validated by the type of ``SpeculativeConfig.method`` (what pydantic checks when vLLM
+        builds the config, before the draft model loads): its ``Literal`` of the image's method names."""
+        field = (getattr(config_class, "__pydantic_fields__", None) or {}).get("method")
+        try:
+            from pydantic import TypeAdapter, ValidationError
+
+            adapter = TypeAdapter(field.annotation) if field is not None else None
+        except Exception:  # pylint: disable=broad-except
+            adapter = None
+        if adapter is None:
+            notes.append(f"--speculative-config method {method!r}: not checked (SpeculativeConfig of this vLLM "
+                         "is not validated by pydantic)")
+            return None
+        try:
+            adapter.validate_python(method)
+        except ValidationError as exc:
+            errors = exc.errors()
+            words = "; ".join(str(error.get("msg")) for error in errors)
+            count = f"{len(errors)} validation error{'s' if len(errors) != 1 else ''}"  # pydantic's wording
+            return _failure("speculative-config",
+                            f"{count} for SpeculativeConfig: method: {words} [input_value={method!r}]",
                             flag="--speculative-config")
         return None
 

@@ -15,7 +15,11 @@ description:
     capability dropped, nothing mounted but the checker script (read-only), entrypoint the image's
     Python. Besides what C(vllm serve) refuses at parse and validate time, it checks what vLLM would
     look up only after loading the model, without a model (tool-call parser, reasoning parser and
-    tokenizer mode names against the image's registries; C(--speculative-config) keys).
+    tokenizer mode names against the image's registries; the C(--attention-backend) name by the
+    validator vLLM runs when it builds the engine config, against the image's attention backend
+    registry; C(--speculative-config) keys, and its C(method) and C(attention_backend) values as
+    C(SpeculativeConfig) validates them). A name the image's vLLM offers no way to check is not
+    refused; the result's C(notes) say it was not checked.
   - C(kind=router) parses each C(vllm-router) argv with the argparse front end of the installed
     C(vllm_router) (C(router_python), or a container of O(image) when given).
   - Each distinct (image ID, argv) is checked once; the result is cached under O(cache_dir) by
@@ -180,7 +184,7 @@ results:
     stage:
       description: >-
         Where it was refused: program, parse, validate, tool-call-parser, reasoning-parser,
-        tokenizer-mode, engine-args, speculative-config, min-version.
+        tokenizer-mode, attention-backend, engine-args, speculative-config, min-version.
       type: str
     error: {description: The parser's own message., type: str}
     flag: {description: The flag the message names., type: str}

@@ -18,8 +18,9 @@ PACKAGE = "ansible_collections.vllm_fleet.recipes"
 MAX_FILE_LINES = 500
 MAX_CLASS_LINES = 250
 #: Packages a file may import inside functions: _argv_checker.py runs inside an engine image and imports
-#: that image's vLLM / vllm-router (absent on the controller, their layout differs per version).
-INNER_IMPORTS_ALLOWED = {"plugins/module_utils/_argv_checker.py": frozenset({"vllm", "vllm_router"})}
+#: that image's vLLM / vllm-router (absent on the controller, their layout differs per version), and the
+#: image's pydantic, which validates vLLM's config fields the way vLLM does.
+INNER_IMPORTS_ALLOWED = {"plugins/module_utils/_argv_checker.py": frozenset({"vllm", "vllm_router", "pydantic"})}
 
 
 def python_sources() -> dict[str, str]:
