@@ -1,7 +1,8 @@
 """The bad-input corpus: every broken inventory or recipe fails with its own message, writes nothing.
 
-Each folder under ``tests/bad_inputs/`` holds an ``inventory.yml`` (plus any
-file it refers to) and an ``expect.yml`` listing substrings the error must
+Each folder under ``tests/bad_inputs/`` holds an ``inventory.yml`` (or ``inventory.ini``
+where the INI form differs; plus any file it refers to) and an ``expect.yml`` listing
+substrings the error must
 contain (``messages``: the offending key, the value and the fix) and, optionally,
 substrings it must never contain (``absent``: a secret, a file's content). Each
 case is checked twice:
@@ -28,6 +29,12 @@ from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._errors import 
 REPO = Path(__file__).resolve().parents[2]
 CASES_DIR = REPO / "tests" / "bad_inputs"
 CASES = sorted(p.name for p in CASES_DIR.iterdir() if (p / "expect.yml").is_file())
+
+
+def inventory_of(name: str) -> Path:
+    """The case's inventory: ``inventory.yml``, or ``inventory.ini`` for the INI form."""
+    yml = CASES_DIR / name / "inventory.yml"
+    return yml if yml.is_file() else CASES_DIR / name / "inventory.ini"
 
 
 def expectations(name: str) -> list[str]:
@@ -80,7 +87,7 @@ def test_corpus_is_large_enough():
 
 @pytest.mark.parametrize("name", CASES)
 def test_bad_input_fails_in_python_with_its_message(name):
-    hostvars, groups, deployments, declared = templated_inventory_and_groups(CASES_DIR / name / "inventory.yml")
+    hostvars, groups, deployments, declared = templated_inventory_and_groups(inventory_of(name))
     with pytest.raises((RecipeError, ValueError)) as caught:
         P.build_plan(hostvars, groups, P.engine_factory(), deployments_list=deployments,
                      group_declarations=declared)
@@ -103,7 +110,7 @@ def test_bad_input_fails_the_render_playbook_and_writes_nothing(name, tmp_path):
                ANSIBLE_RETRY_FILES_ENABLED="0")
     env.pop("ANSIBLE_CONFIG", None)
     result = subprocess.run(
-        [_ansible_playbook(), "-i", str(CASES_DIR / name / "inventory.yml"),
+        [_ansible_playbook(), "-i", str(inventory_of(name)),
          str(REPO / "playbooks" / "render.yml"), "-e", f"vllm_render_dir={out}"],
         capture_output=True, text=True, env=env, cwd=str(tmp_path), timeout=300, check=False)
     output = (result.stdout + result.stderr).replace('\\"', '"')
