@@ -9,6 +9,7 @@ without notice. Other collections must not import it.
 from __future__ import annotations
 
 import ipaddress
+import json
 import re
 import shlex
 from dataclasses import dataclass
@@ -109,6 +110,42 @@ def engine_args(argv: Sequence[str]) -> EngineArgs:
         dp_start_rank=_int_flag(args, "--data-parallel-start-rank", 0),
         dp_address=flag_value(args, "--data-parallel-address") is not None,
         dp_rpc_port=_whole_flag(args, "--data-parallel-rpc-port"))
+
+
+def compact_json(token: str) -> str:
+    """A JSON object or array written over several lines, on one line; other tokens unchanged.
+
+    Whitespace between JSON tokens is insignificant, so a pretty-printed ``--speculative-config``
+    (a YAML block scalar) becomes the compact form recipes use (``{"a":1,"b":[2,3]}``): key order,
+    numbers and escapes are kept as written, only the blanks and line breaks between tokens go.
+    A token that is not valid JSON, or has a raw line break inside a string, is left as is (and
+    refused later for its line break).
+    """
+    if "\n" not in token and "\r" not in token:
+        return token
+    stripped = token.strip()
+    if not stripped.startswith(("{", "[")):
+        return token
+    try:
+        json.loads(stripped)
+    except ValueError:
+        return token
+    out: list[str] = []
+    in_string = escaped = False
+    for char in stripped:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string = False
+        elif char == '"':
+            in_string = True
+        elif char in " \t\n\r":
+            continue
+        out.append(char)
+    return "".join(out)
 
 
 def find_placeholders(value: Any) -> list[str]:

@@ -26,6 +26,8 @@ from pydantic import (
     model_validator,
 )
 
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._argv_tools import compact_json
+
 __all__ = [
     "Count",
     "NAME_RE",
@@ -270,9 +272,9 @@ class DeploymentSpec(_Strict):
     def _args(cls, value: Any) -> Any:
         if isinstance(value, str):
             raise ValueError("must be a list of argv tokens, e.g. ['--max-model-len', '8192']")
-        if isinstance(value, list):
+        if isinstance(value, list):  # a JSON value written over several lines is put on one (compact_json)
             return [str(item) if isinstance(item, (int, float)) and not isinstance(item, bool)
-                    else item for item in value]
+                    else compact_json(item) if isinstance(item, str) else item for item in value]
         return value
 
     @field_validator("extra_env")

@@ -158,6 +158,24 @@ def strategy_reachable(recipe: Mapping, key: str, deploy_type: Any, gpus_per_nod
     return max_nodes * to_number(first(gpus_per_node, 8)) >= to_number(min_gpus_for(recipe, key, gpu_id))
 
 
+def recipe_pool_nodes(recipe: Mapping, role: str, hardware_id: Any) -> int:
+    """The node count the recipe gives a PD pool on this hardware (the recipes site's builder).
+
+    ``strategy_overrides.pd_cluster.<role>.nodes`` is an integer (every hardware) or a map
+    ``{default: 2, gb300: 1}``: the exact hardware id's count, else ``default``, else 1. Only
+    exact ids are read (not generations or brands), as the builder does.
+    """
+    raw = get(get(get(get(recipe, "strategy_overrides"), "pd_cluster"), role), "nodes")
+    if isinstance(raw, Mapping):
+        exact = raw.get(hardware_id) if isinstance(hardware_id, str) else None
+        raw = exact if _whole(exact) else raw.get("default")
+    return int(raw) if _whole(raw) and raw >= 1 else 1
+
+
+def _whole(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
 def pd_pool_modes(recipe: Mapping) -> list[str]:
     """Parallelism modes a PD pool may use, derived from the strategy suffixes offered."""
     modes = set()

@@ -65,7 +65,7 @@ __all__ = [
     "NAME_RE",
 ]
 
-_IFACE_RE = re.compile(r"^[A-Za-z0-9_.:@-]{1,15}$")
+_IFACE_RE = re.compile(r"\A[A-Za-z0-9_.:@-]{1,15}\Z")
 PD_ROLES = ("prefill", "decode", "router")
 MOONCAKE_ROLES = ("master", "store")
 
@@ -124,6 +124,9 @@ def _host_integer(host: str, var: str, value: Any, *, expected: str, fix: str,
 
 def _as_gpu_list(host: str, var: str, value: Any) -> tuple[int, ...]:
     items: Any = value
+    for item in [value] if isinstance(value, str) else value if isinstance(value, (list, tuple)) else ():
+        if isinstance(item, str):  # refused before blanks are trimmed: "1\n" is not silently 1
+            U.check_text(f"hostvars[{host!r}].{var}", item)
     if isinstance(value, str):
         items = [p.strip() for p in value.split(",") if p.strip()]
     if not isinstance(items, (list, tuple)) or not items:
@@ -177,6 +180,9 @@ def host_spec(name: str, hostvars: Mapping[str, Any]) -> HostSpec:
         address, source = check_address(name, "vllm_fabric_address", explicit), "vllm_fabric_address"
     else:
         ansible_host = hostvars.get("ansible_host")
+        if isinstance(ansible_host, str):  # refused, not trimmed: "10.0.0.1\n" is not silently 10.0.0.1
+            U.check_text(f"hostvars[{name!r}].ansible_host", ansible_host, max_bytes=1024,
+                         what="an address or host name")
         if isinstance(ansible_host, str) and is_ip(ansible_host.strip()):
             address, source = check_address(name, "ansible_host", ansible_host.strip()), "ansible_host"
         elif isinstance(default_v4.get("address"), str) and is_ip(default_v4["address"]):

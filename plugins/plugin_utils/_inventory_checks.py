@@ -173,7 +173,7 @@ def check_host_name(name: str) -> str:
     """An inventory host name, used as a path component of the render directory."""
     shown = repr(name) if len(name) <= 80 else repr(name[:77]) + "..."
     key = f"inventory host name {shown}"
-    U.check_text(key, name, max_bytes=253, what="a host name",
+    U.check_name(key, name, max_bytes=253, what="a host name",
                  fix="rename the host in the inventory (letters, digits, '-', '_', '.')")
     if (not name or any(c in name for c in "/\\$`'\"") or ".." in name
             or name.startswith(("-", ".")) or any(c.isspace() for c in name)):
@@ -206,6 +206,8 @@ def _check_args(key: str, args: Sequence[str], *, docker: bool) -> None:
     for index, arg in enumerate(args):
         item = f"{key}[{index}]"
         U.check_text(item, arg, secret=hide_next)
+        if arg.startswith("--served-model-name=") or (index and args[index - 1] == "--served-model-name"):
+            U.check_name(item, arg, what="a served model name")  # shown in plan.json, PLAN.md, metrics
         flag, eq, inline = arg.partition("=")
         if (hide_next and arg not in _SECRET_PLACEHOLDERS) or (
                 eq and SECRET_FLAG_RE.match(flag) and inline not in _SECRET_PLACEHOLDERS):
@@ -235,7 +237,7 @@ def check_deployment_strings(spec: DeploymentSpec, where: str) -> None:
                  "kv_offload", "resolution_file"):
         value = getattr(spec, attr)
         if value is not None:  # 1024 bytes: a path or URL, and short enough to quote in messages
-            U.check_text(f"{where}.{attr}", value, max_bytes=1024)
+            U.check_name(f"{where}.{attr}", value, max_bytes=1024, what="a single-line name")
     for index, feature in enumerate(spec.features or ()):
         U.check_text(f"{where}.features[{index}]", feature)
     for name, mode in spec.feature_modes.items():

@@ -39,6 +39,7 @@ class PlacerBase(ProcessPlacer):
 
     def place(self, gpu_hosts: Sequence[str], roles: Mapping[str, list[str]]) -> DeploymentPlan:
         self.place_processes(gpu_hosts, roles)
+        self.check_placeholders_used()
         self.add_watchdogs()
         return DeploymentPlan(
             name=self.decl.name, group=self.decl.group, spec=self.spec,

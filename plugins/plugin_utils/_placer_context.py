@@ -216,6 +216,26 @@ class PlacerContext:
         out["MOONCAKE_DEVICE_NAME"] = spec.mooncake_device
         return out
 
+    def check_placeholders_used(self) -> None:
+        """Refuse a ``placeholders`` entry the plan never reads: a typo (``HEAD_IPP``), or a name
+        the plan fills itself (``HEAD_IP``), would otherwise be dropped silently."""
+        given = self.spec.placeholders
+        if not given:
+            return
+        used = set(find_placeholders([record["resolution"] for record in self.resolutions.records]))
+        used.update(find_placeholders([self.spec.advanced_args, self.spec.container_args, dict(self.spec.extra_env),
+                                       dict(given), [dict(h.placeholders) for h in self.hosts.values()]]))
+        for name in given:
+            if name in self.common:
+                raise self.error(f"placeholders.{name}", None,
+                                 f"a placeholder the plan does not fill itself (${name} is set from the "
+                                 "inventory's hosts and ports)", f"remove placeholders.{name}")
+            if name not in used:
+                listed = ", ".join("$" + n for n in sorted(used)) or "none"
+                raise self.error(f"placeholders.{name}", None,
+                                 f"a placeholder the plan uses (it uses: {listed})",
+                                 f"correct or remove placeholders.{name}")
+
     def check_filled(self, proc: Process, value: Any, what: str) -> None:
         left = find_placeholders(value)
         if not left:

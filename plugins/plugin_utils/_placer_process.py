@@ -185,6 +185,9 @@ class ProcessPlacer(PlacerContext):
             program += ["--master-port", str(self.spec.ports.master)]
         if len(program) != written:  # flags of ours were appended: read the final argv
             args = engine_args(program)
+        if args.served_name:  # the recipe's model or --served-model-name: a name plan.json and PLAN.md show
+            U.check_name(f"vllm_deployment[{self.decl.name}] served model name (--served-model-name, else the "
+                         "recipe's model)", args.served_name, what="a served model name")
         return program, args
 
     def _engine_env(self, *, host: str, address: str, role: str, network_host: bool, recipe_env: Mapping[str, Any],

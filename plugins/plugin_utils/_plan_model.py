@@ -12,6 +12,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Optional, Union
 
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._errors import SchemaError
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._argv_tools import EngineArgs
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._errors import describe_value
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._launch import PlacementView
@@ -58,7 +59,17 @@ class PlacementError(InventoryError):
 
 
 def engine_error(decl: DeclaredDeployment, exc: Exception) -> PlacementError:
-    """Re-raise a recipe/selection error of the engine against the inventory key that caused it."""
+    """Re-raise a recipe/selection error of the engine against the inventory key that caused it.
+
+    A shape error inside a recipe (or catalog) document names that document and the key path in
+    it: the inventory is not where it can be fixed.
+    """
+    if isinstance(exc, SchemaError) and exc.source and exc.key and exc.key != "hf_id" \
+            and exc.source != exc.key:
+        expected = exc.expected + (f" ({exc.reason})" if exc.reason else "")
+        return PlacementError(exc.key, value=exc.value, expected=expected, has_value=exc.has_value,
+                              fix=f"correct {exc.key} in {exc.source} (the recipe of deployment "
+                                  f"{decl.name!r})", source=exc.source)
     key = str(getattr(exc, "key", "") or getattr(exc, "source", "") or "recipe")
     if key.startswith("pd_nodes"):
         key = "pd" + key[len("pd_nodes"):]

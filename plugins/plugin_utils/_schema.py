@@ -39,10 +39,12 @@ from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._schema_shapes 
     Number,
     Opt,
     Path_,
+    PoolNodes,
     ShellCommand,
     StrList,
     TpSpec,
     DocModel,
+    Version,
 )
 
 __all__ = [
@@ -79,7 +81,7 @@ class Meta(DocModel):
 
 class Model(DocModel):
     model_id: str
-    min_vllm_version: Opt[Label] = None
+    min_vllm_version: Opt[Version] = None
     nightly_required: Opt[bool] = None
     default_frontend: Opt[str] = None
     docker_image: Opt[DockerImage] = None
@@ -134,7 +136,7 @@ class Variant(DocModel):
     vram_minimum_gb: Opt[Number] = None
     description: Opt[str] = None
     label: Opt[Label] = None
-    min_vllm_version: Opt[Label] = None
+    min_vllm_version: Opt[Version] = None
     extra_args: Opt[ArgList] = None
     extra_env: Opt[EnvMap] = None
     hardware_overrides: Opt[dict[str, VariantHardwareOverride]] = None
@@ -149,7 +151,7 @@ class PdRoleOverride(DocModel):
     vllm_args: Opt[ArgList] = None
     extra_args: Opt[ArgList] = None
     env: Opt[EnvMap] = None
-    nodes: Opt[Int] = None
+    nodes: Opt[PoolNodes] = None
     parallelism: Opt[str] = None
     tp: Opt[Int] = None
     parallel_flag: Opt[str] = None
@@ -305,7 +307,7 @@ class KvStoreDeployment(DocModel):
     mooncake_master: Opt[MooncakeProcess] = None
     mooncake_store_config: Opt[MooncakeStoreConfig] = None
     mooncake_vllm_config: Opt[MooncakeVllmConfig] = None
-    min_vllm_version: Opt[Label] = None
+    min_vllm_version: Opt[Version] = None
     default_instances: Opt[Int] = None
 
 

@@ -15,6 +15,7 @@ be accepted, which ``_schema`` turns into one ``SchemaError``.
 from __future__ import annotations
 
 import datetime
+import re
 from collections.abc import Callable
 from typing import Annotated, Any, Optional
 
@@ -39,10 +40,13 @@ __all__ = [
     "Label",
     "MinGpus",
     "Number",
+    "PoolNodes",
     "Opt",
     "Path_",
     "StrList",
     "TpSpec",
+    "VERSION_RE",
+    "Version",
 ]
 
 #: pydantic error type of a value of the wrong shape (``ctx``: ``expected``, ``sub``, ``bad``).
@@ -150,6 +154,27 @@ def _check_tp(v: Any) -> None:
         _map_of(v, _is_int)
 
 
+def _check_pool_nodes(v: Any) -> None:
+    # 2 | {default: 2, gb300: 1}: a PD pool's node count, per hardware id (the recipes site's builder)
+    if not _is_pool_size(v):
+        _map_of(v, _is_pool_size)
+
+
+def _is_pool_size(v: Any) -> bool:
+    return _is_int(v) and v >= 1
+
+
+#: What a recipe's ``min_vllm_version`` may hold: a release (``0.10.1``, ``0.11.0rc1``,
+#: ``0.12.0.post1``, ``0.13.0.dev3``) or ``nightly``. Nothing after it: the whole value is the
+#: version, so a value is never half-read.
+VERSION_RE = re.compile(r"\Av?[0-9]{1,4}(?:\.[0-9]{1,6}){0,3}(?:(?:a|b|rc)[0-9]{1,4})?"
+                        r"(?:\.post[0-9]{1,4})?(?:\.dev[0-9]{1,6})?\Z|\Anightly\Z")
+
+
+def _is_version(v: Any) -> bool:
+    return (isinstance(v, str) or _is_int(v)) and VERSION_RE.match(str(v)) is not None
+
+
 def _check_min_gpus(v: Any) -> None:
     # 8 | {single_node_tp: 8, h100: 32} | {pd_cluster: {h100: 16}}
     _scalar_or_keyed(v, _is_int)
@@ -181,6 +206,10 @@ DockerImage = _shape(
     _check_docker_image,
 )
 TpSpec = _shape("an integer or a map of hardware id/generation to integer", _check_tp)
+PoolNodes = _shape("a node count (an integer >= 1), or a map of hardware id (or 'default') to a node count",
+                   _check_pool_nodes)
+Version = _pred("a vLLM version string such as \"0.10.1\", \"0.11.0rc1\" or \"nightly\" (quoted: YAML reads "
+                "0.10 as the number 0.1), and nothing after it", _is_version)
 MinGpus = _shape(
     "an integer, or a map of strategy/hardware id to an integer or to a map of hardware id to integer",
     _check_min_gpus,

@@ -369,7 +369,9 @@ def complete_selection(recipe: Mapping, selection: Selection, strategies: Mappin
     strategy = selection.strategy or recommended.strategy
     node_count = selection.node_count
     if node_count is None:
-        if strategy == recommended.strategy:
+        if get(get(strategies, strategy), "deploy_type") == "single_node":
+            node_count = 1  # one node's command, though the site may recommend it at 2 nodes (fits_single_node)
+        elif strategy == recommended.strategy:
             node_count = recommended.node_count
         else:
             gpus = get(get(get(taxonomy, "hardware_profiles"), recommended.hardware), "gpu_count")

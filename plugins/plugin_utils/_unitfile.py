@@ -111,6 +111,34 @@ def check_text(key: str, value: str, *, fix: str = "", secret: bool = False,
     return value
 
 
+def format_problem(text: str) -> Optional[str]:
+    """Why ``text`` cannot be a name shown to people (a folder, unit, PLAN.md row), or ``None``.
+
+    Unicode format characters (category Cf: bidi overrides such as U+202E, zero-width joiners
+    and spaces, soft hyphens, tags) are invisible: they reorder or hide what a name shows, so two
+    names that look alike differ. Letters of every script are fine.
+    """
+    if text.isascii():
+        return None
+    for char in text:
+        if unicodedata.category(char) == "Cf":
+            return (f"a unicode format character ({char!r}, U+{ord(char):04X} "
+                    f"{unicodedata.name(char, 'unnamed')}: invisible, it reorders or hides what the name shows)")
+    return None
+
+
+def check_name(key: str, value: str, *, fix: str = "", max_bytes: int = MAX_VALUE_BYTES,
+               what: str = "a name") -> str:
+    """``value`` unchanged when it may name a folder, unit or PLAN.md row: :func:`check_text`, and
+    no unicode format character (:func:`format_problem`). The one rule for every such name."""
+    check_text(key, value, fix=fix, max_bytes=max_bytes, what=what)
+    problem = format_problem(value)
+    if problem is not None:
+        raise UnsafeValueError(key, value=value, expected=f"{what} without invisible characters; found {problem}",
+                               reason=f"fix: {fix or 'retype ' + key + ' without the invisible character'}")
+    return value
+
+
 def check_env_value(key: str, value: str, *, fix: str = "") -> str:
     """A value both systemd's ``EnvironmentFile=`` and docker's ``--env-file`` read verbatim."""
     check_text(key, value, fix=fix)

@@ -428,3 +428,77 @@ def test_check_image_follows_dockers_reference_grammar(image, ok):
     else:
         with pytest.raises(RecipeError, match=r"^vllm_deployment\.image: "):
             check_image("vllm_deployment.image", image)
+
+
+# --------------------------------------------------------------------------------------
+# issue 33: names, host variables, recipe versions and placeholders
+# --------------------------------------------------------------------------------------
+
+LETTERS = st.text(st.characters(categories=["L", "Nd"]), min_size=1, max_size=6)
+#: Unicode format characters (Cf): bidi overrides, zero-width joiners and spaces, soft hyphens, tags.
+FORMAT_CHARS = st.characters(categories=["Cf"])
+WITH_FORMAT_CHAR = st.builds(lambda a, c, b: a + c + b, LETTERS, FORMAT_CHARS, st.text(st.characters(categories=["L"]),
+                                                                                      max_size=4))
+
+
+def refused_naming(key: str, build: Callable[[], Any]) -> str:
+    with pytest.raises((RecipeError, ValueError)) as caught:
+        build()
+    message = str(caught.value)
+    assert key in message and "Traceback" not in message, message
+    return message
+
+
+@SETTINGS
+@given(WITH_FORMAT_CHAR)
+@example("a\u202egnp.exe")
+@example("no\u200dde")
+def test_any_format_character_in_a_host_name_is_refused(name):
+    message = refused_naming("inventory host name", lambda: plan_with(host=name))
+    assert "format character" in message or "control character" in message  # U+FEFF: a BOM too
+
+
+@SETTINGS
+@given(WITH_FORMAT_CHAR)
+def test_any_format_character_in_a_served_model_name_is_refused(name):
+    message = refused_naming("vllm_deployment.advanced_args[1]",
+                             lambda: plan_with({"advanced_args": ["--served-model-name", name]}))
+    assert "format character" in message or "control character" in message
+
+
+@SETTINGS
+@given(WITH_FORMAT_CHAR)
+def test_any_format_character_in_a_group_or_recipe_name_is_refused(name):
+    refused_naming("vllm_deployment.group", lambda: plan_with({"group": name}))
+    refused_naming("vllm_deployment.recipe", lambda: plan_with({"recipe": "zai-org/" + name}))
+
+
+@SETTINGS
+@given(st.builds(lambda a, c, b: a + c + b, st.sampled_from(["10.40.0.1", "", "10.40."]),
+                 st.characters(categories=["Cc"]), st.sampled_from(["", "1", "0.1", " "])))
+@example("10.40.0.1\n")
+@example("10.40.0.1\x1b[31m")
+def test_any_control_character_in_ansible_host_is_refused(value):
+    message = refused_naming("hostvars['a'].ansible_host", lambda: plan_with(hostvars={"ansible_host": value}))
+    assert "control character" in message
+
+
+VERSIONS = st.sampled_from(["0.10", "0.10.1", "0.11.0rc1", "0.12.0.post1", "1.0.0.dev3", "nightly", "0.29.0"])
+
+
+@SETTINGS
+@given(VERSIONS, st.text(min_size=1, max_size=12).filter(lambda t: not t[0].isdigit() and t[0] not in ".abrcdpostv"))
+@example("0.10", "; rm -rf /")
+def test_a_version_with_anything_after_it_is_refused_by_key(version, tail):
+    from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._schema import validate_recipe
+    recipe = {"model": {"model_id": "o/m", "min_vllm_version": version + tail}, "variants": {"default": {}}}
+    with pytest.raises(RecipeError) as caught:
+        validate_recipe(recipe, "models/o/m.yaml")
+    assert str(caught.value).startswith("models/o/m.yaml: model.min_vllm_version: ")
+
+
+@SETTINGS
+@given(st.from_regex(r"\A[A-Z][A-Z0-9_]{0,12}\Z"))
+@example("HEAD_IPP")
+def test_a_placeholder_the_plan_does_not_use_is_refused(name):
+    refused_naming(f"vllm_deployment[g].placeholders.{name}", lambda: plan_with({"placeholders": {name: "x"}}))

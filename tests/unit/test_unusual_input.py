@@ -16,10 +16,14 @@ import re
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
 
 import readers
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils import _placement as P
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils import _render as R
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._gates import recipe_pool_nodes
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._schema import validate_recipe
 from systemd_root import SYSTEMD_ANALYZE, verify_units
 
 REPO = Path(__file__).resolve().parents[2]
@@ -160,3 +164,58 @@ def test_secret_named_extra_env_is_moved_to_the_secret_file():
     plan = json.loads(files["plan.json"])
     (proc,) = plan["deployments"]["g"]["processes"]
     assert "WANDB_API_KEY" in proc["secret_env_keys"] and "WANDB_API_KEY" not in proc["env"]
+
+
+# --------------------------------------------------------------------------------------
+# issue 33: pretty-printed JSON, letters of every script, per-hardware PD pool sizes
+# --------------------------------------------------------------------------------------
+
+PROPS = settings(max_examples=60, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
+JSON_TEXT = st.text(st.characters(blacklist_categories=["Cc", "Cs", "Zl", "Zp", "Cf"]), max_size=8)
+JSON_VALUES = st.recursive(st.none() | st.booleans() | st.integers(-10**6, 10**6) | JSON_TEXT,
+                           lambda inner: st.lists(inner, max_size=3) | st.dictionaries(JSON_TEXT, inner, max_size=3),
+                           max_leaves=8)
+
+
+def _single(advanced_args: list, host: str = "a") -> dict[str, str]:
+    decl = {**SEED, "hardware": "h200", "strategy": "single_node_tp", "advanced_args": advanced_args}
+    hostvars = {host: {"ansible_host": "10.40.0.1", "vllm_fabric_interface": "ens5", "vllm_deployment": decl}}
+    return R.render(P.build_plan(hostvars, {"all": [host], "g": [host]}, ENGINE))
+
+
+@PROPS
+@given(st.dictionaries(JSON_TEXT, JSON_VALUES, min_size=1, max_size=4), st.sampled_from([1, 2, 4]))
+@example({"method": "mtp", "num_speculative_tokens": 1}, 2)
+def test_pretty_printed_json_in_advanced_args_is_written_compactly(value, indent):
+    pretty = json.dumps(value, indent=indent, ensure_ascii=False) + "\n"  # a YAML block scalar ends with one
+    files = _single(["--speculative-config", pretty])
+    argv = readers.exec_argv(next(t for p, t in files.items() if p.endswith(".service")))
+    written = argv[argv.index("--speculative-config") + 1]
+    assert written == json.dumps(value, separators=(",", ":"), ensure_ascii=False)  # key order kept
+    assert json.loads(written) == value
+
+
+@PROPS
+@given(st.text(st.characters(categories=["L", "M", "Nd"]), min_size=1, max_size=12)
+       .filter(lambda n: not n.startswith(("-", "."))))
+@example("名前-ノード")
+@example("שרת")
+@example("خادم")
+def test_host_names_in_any_script_render(name):
+    files = _single([], host=name)
+    assert f"g/{name}/vllm-g.service" in files
+
+
+@PROPS
+@given(st.dictionaries(st.sampled_from(["default", "gb200", "gb300", "h200", "b200", "hopper"]),
+                       st.integers(1, 16), max_size=4),
+       st.sampled_from(["gb200", "gb300", "h200", "b200", "mi355x"]))
+@example({"default": 2, "gb300": 1}, "gb300")
+@example({"default": 2, "gb300": 1}, "gb200")
+def test_per_hardware_pool_sizes_follow_the_site(nodes, hardware):
+    recipe = {"model": {"model_id": "o/m"}, "variants": {"default": {}},
+              "strategy_overrides": {"pd_cluster": {"prefill": {"nodes": nodes}, "decode": {"nodes": 3}}}}
+    assert validate_recipe(recipe, "models/o/m.yaml") is recipe
+    # the recipes site's builder: the exact hardware id, else default, else 1 (never the generation)
+    assert recipe_pool_nodes(recipe, "prefill", hardware) == nodes.get(hardware, nodes.get("default", 1))
+    assert recipe_pool_nodes(recipe, "decode", hardware) == 3
