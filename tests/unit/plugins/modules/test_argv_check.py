@@ -441,3 +441,12 @@ def test_check_mode_skips_an_image_not_pulled_yet(tmp_path, monkeypatch):
     with pytest.raises(SystemExit):
         M.run_module(Module())
     assert outcome["failed"] and "pull it first" in outcome["msg"]
+
+
+@pytest.mark.parametrize("need, ok", [("nightly", True), ("0.40.0", False), ("0.10.1", True)])
+def test_min_version_nightly_is_noted_not_refused(need, ok):
+    """A recipe's ``min_vllm_version: nightly`` cannot be compared with a version: noted, never refused."""
+    results = [{"ok": True, "notes": []}]
+    M.ArgvCheck.enforce_min_version(results, [{"deployment": "d", "min_vllm_version": need}], "0.33.0", None)
+    assert results[0]["ok"] is ok
+    assert any("nightly" in note for note in results[0]["notes"]) is (need == "nightly")
