@@ -132,7 +132,7 @@ def assign_gpus(fleet: FleetPlan, profiles: Mapping[str, Optional[Mapping[str, A
                                               f"{len(deps)} deployments ({', '.join(deps)})",
                                      fix=f"set vllm_gpu_count (or vllm_gpus) on {host_name}")
             capacity = list(range(need[deps[0]]))
-        slices = _slices(host_name, host, deps, need, capacity)
+        slices = _slices(host_name, host, deps, need, capacity, pinned_at(procs))
         assignment[host_name] = {dep: slices[dep] for dep in deps}
         for proc in procs:
             slice_ = slices[proc.deployment]
@@ -141,7 +141,8 @@ def assign_gpus(fleet: FleetPlan, profiles: Mapping[str, Optional[Mapping[str, A
                 raise PlacementError(f"hostvars[{host_name!r}].vllm_gpu_count",
                                      value=len(slice_),
                                      expected=f"device index {max(rel)} for {proc.unit}",
-                                     fix=f"give {proc.deployment} more accelerators on {host_name}")
+                                     fix=f"give {proc.deployment} more accelerators on {host_name}"
+                                         + pinned_at([proc]))
             gpus[process_key(proc)] = [slice_[i] for i in rel]
     return gpus, assignment
 
@@ -180,8 +181,14 @@ def _relative_layout(procs: Sequence[Process], deps: Sequence[str]
     return need, relative
 
 
+def pinned_at(procs: Sequence[Process]) -> str:
+    """``; argv pinned at KEY`` for processes read from a pinned record (``resolution_file``), else ""."""
+    keys = sorted({proc.origin for proc in procs if proc.origin})
+    return f"; argv pinned at {', '.join(keys)}" if keys else ""
+
+
 def _slices(host_name: str, host: HostSpec, deps: Sequence[str], need: Mapping[str, int],
-            capacity: list[int]) -> dict[str, list[int]]:
+            capacity: list[int], pinned: str = "") -> dict[str, list[int]]:
     """deployment -> its physical accelerators: ``vllm_deployment_gpus`` first, the rest in order."""
     free = list(capacity)
     slices: dict[str, list[int]] = {}
@@ -219,7 +226,7 @@ def _slices(host_name: str, host: HostSpec, deps: Sequence[str], need: Mapping[s
                 expected=f"at least {total} accelerators for "
                          + ", ".join(f"{d} ({need[d]})" for d in deps),
                 fix=f"move a deployment off {host_name}, shrink its parallelism, or fix "
-                    f"vllm_gpu_count on {host_name}")
+                    f"vllm_gpu_count on {host_name}{pinned}")
         slices[dep] = free[:need[dep]]
         free = free[need[dep]:]
     return slices
@@ -328,7 +335,7 @@ def check_ports(fleet: FleetPlan) -> None:
                         expected=f"a free port on {proc.host}: {other.unit} ({other.deployment}, "
                                  f"{_purpose(other, port.number)}) and {proc.unit} "
                                  f"({proc.deployment}, {port.purpose}) both listen on it",
-                        fix=fix)
+                        fix=fix + pinned_at([other, proc]))
                 seen[key] = proc
 
 

@@ -66,12 +66,36 @@ class Resolution:
 
 
 @dataclass(frozen=True)
+class Origin:
+    """Where a pinned record (``resolution_file``) wrote a part of a view: the full key paths that
+    messages name when a value from it is refused (``vllm_deployment[d].resolution_file (PATH)
+    resolutions[0].resolution.engines.single[0].argv``). Empty for the parts a record lacks."""
+
+    argv: str = ""
+    env: str = ""
+    docker: str = ""
+    port: str = ""
+    image: str = ""
+    deploy_type: str = ""
+    #: ``argv`` names a shell command the argv was split from (a service's ``command``).
+    command: bool = False
+
+    def word(self, index: int) -> str:
+        """The key of argv word ``index``."""
+        return f"{self.argv} (word {index})" if self.command else f"{self.argv}[{index}]"
+
+
+@dataclass(frozen=True)
 class Launch:
-    """One engine process: its argv and env, and the recipes site's ``docker run`` argv for it."""
+    """One engine process: its argv and env, and the recipes site's ``docker run`` argv for it.
+
+    ``origin``: where a pinned record wrote it (None for the engine's own resolutions).
+    """
 
     argv: tuple[str, ...]
     env: Mapping[str, Any]
     docker_argv: Optional[tuple[str, ...]] = None
+    origin: Optional[Origin] = field(default=None, compare=False)
 
     @property
     def headless(self) -> bool:
@@ -86,6 +110,7 @@ class Service:
     argv: tuple[str, ...]
     port: Optional[int] = None
     config: Mapping[str, Any] = field(default_factory=dict)
+    origin: Optional[Origin] = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)
@@ -113,6 +138,8 @@ class PlacementView:
     engines: Mapping[str, tuple[Launch, ...]]
     router: Optional[Service] = None
     mooncake: Optional[MooncakeView] = None
+    #: Where a pinned record wrote the view (its ``image`` and ``deploy_type``); None for the engine's.
+    origin: Optional[Origin] = field(default=None, compare=False)
 
     @property
     def env(self) -> Mapping[str, Any]:

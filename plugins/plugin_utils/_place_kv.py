@@ -54,7 +54,7 @@ class KVPlacer(PlacerBase):
             head_url = head_url or url
         self.endpoint = head_url
         if router is not None:
-            self._router(roles["router"][0], list(router.argv), router_port, router.config)
+            self._router(roles["router"][0], list(router.argv), router_port, router.config, router.origin)
 
     def _shape(self, engine_hosts: list[str]) -> tuple[int, int]:
         """``(node_count, kv_instances)``, given or derived: their product is the engine host count."""

@@ -16,10 +16,12 @@ from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._argv_tools imp
 )
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._launch import MooncakeView, Service
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._placer_base import PlacerBase
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._placer_process import REPIN
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._plan_model import (
     ORDER_MOONCAKE_MASTER,
     ORDER_MOONCAKE_STORE,
     ConfigFile,
+    PlacementError,
 )
 
 
@@ -43,22 +45,29 @@ def place_mooncake(placer: PlacerBase, roles: Mapping[str, list[str]], mooncake:
     placer.common["MOONCAKE_CONFIG_PATH"] = config_path
     placer.common["MOONCAKE_STORE_CONFIG_PATH"] = store_path
     if mooncake is not None and mooncake.master is not None:
-        _master(placer, master, list(mooncake.master.argv))
+        _master(placer, master, mooncake.master)
     _stores(placer, roles, mooncake.store if mooncake is not None else None, store_path)
     if mooncake is not None and mooncake.config:
         _engine_configs(placer, roles, mooncake.config, engine_hosts, config_path)
     return [(config_path, config_path, "ro")]
 
 
-def _master(placer: PlacerBase, host: str, argv: list[str]) -> None:
+def _master(placer: PlacerBase, host: str, master: Service) -> None:
+    argv = list(master.argv)
     port = None
-    for token in argv:
+    for index, token in enumerate(argv):
         if token.startswith("-rpc_port="):
-            port = int(token.split("=", 1)[1])
+            value = token.split("=", 1)[1]
+            if not value.isdigit() or not 0 < int(value) < 65536:
+                key = master.origin.word(index) if master.origin is not None else f"{placer.where}.recipe"
+                raise PlacementError(key, value=token, expected="-rpc_port=<a port number (1-65535)>",
+                                     fix=REPIN if master.origin is not None else "fix the recipe's Mooncake master",
+                                     source=placer.decl.source)
+            port = int(value)
     placer.service_process(host=host, unit=placer.unit_name("mooncake-master"),
                            kind="mooncake_master", argv=argv, venv=placer.spec.mooncake.venv,
                            start_order=ORDER_MOONCAKE_MASTER, port=port,
-                           port_purpose="mooncake-master-rpc")
+                           port_purpose="mooncake-master-rpc", origin=master.origin)
 
 
 def _stores(placer: PlacerBase, roles: Mapping[str, list[str]], store: Optional[Service], store_path: str) -> None:
@@ -72,7 +81,7 @@ def _stores(placer: PlacerBase, roles: Mapping[str, list[str]], store: Optional[
         for host in roles["store"]:
             proc = placer.service_process(host=host, unit=placer.unit_name("mooncake-store"),
                                           kind="mooncake_store", argv=list(store.argv), venv=placer.spec.mooncake.venv,
-                                          start_order=ORDER_MOONCAKE_STORE)
+                                          start_order=ORDER_MOONCAKE_STORE, origin=store.origin)
             cfg = fill_placeholders(dict(store.config), {
                 **placer.mapping(host),
                 "MOONCAKE_STORE_DEVICE_NAME": placer.hosts[host].mooncake_device})

@@ -58,7 +58,7 @@ class PDPlacer(PlacerBase):
         self.common["ROUTER_PORT"] = str(router_port)
         mooncake_mounts = place_mooncake(self, roles, first.mooncake, self.decl.hosts) if first.mooncake else []
         self._place_pools(pools, views, colocated, mooncake_mounts)
-        self._router(routers[0], list(router.argv), router_port, router.config)
+        self._router(routers[0], list(router.argv), router_port, router.config, router.origin)
 
     def _pool_hosts(self, roles: Mapping[str, list[str]]) -> tuple[list[str], list[str], bool]:
         """The prefill and decode hosts, and whether they are one co-located pair."""

@@ -117,17 +117,22 @@ class RecordedResolver:
     This is how a reviewed plan is pinned: plan.json lists, per deployment,
     every resolution placement asked for. Feeding them back through
     ``vllm_deployment.resolution_file`` reproduces the plan without the engine.
+    ``source``: the key of the records list as messages name it
+    (``vllm_deployment[d].resolution_file (PATH) resolutions``).
     """
 
     def __init__(self, records: Iterable[Mapping[str, Any]], source: str = "resolutions") -> None:
         self._by_key: dict[str, Mapping[str, Any]] = {}
+        self._index: dict[str, int] = {}
         self.source = source
         for index, record in enumerate(records):
             if not isinstance(record, Mapping) or "resolution" not in record:
                 raise PlacementError(f"{source}[{index}]", value=type(record).__name__,
                                      expected="a mapping with 'overrides' and 'resolution'",
                                      fix="use the 'resolutions' list of a plan.json deployment")
-            self._by_key[overrides_key(record.get("overrides") or {})] = record["resolution"]
+            key = overrides_key(record.get("overrides") or {})
+            self._by_key[key] = record["resolution"]
+            self._index[key] = index
 
     def __call__(self, overrides: Mapping[str, Any]) -> Mapping[str, Any]:
         key = overrides_key(overrides)
@@ -137,6 +142,10 @@ class RecordedResolver:
                                           f"(have: {sorted(self._by_key)})",
                                  fix="re-render with the engine and pin the new plan.json")
         return self._by_key[key]
+
+    def origin(self, overrides: Mapping[str, Any]) -> str:
+        """The key of the record served for ``overrides`` (``<source>[i].resolution``)."""
+        return f"{self.source}[{self._index[overrides_key(overrides)]}].resolution"
 
 
 # --------------------------------------------------------------------------------------
@@ -246,7 +255,8 @@ def placement_of(res: Resolution, overrides: Mapping[str, Any]) -> PlacementView
 
 
 def _pinned_records(decl: DeclaredDeployment, base_dir: Optional[str]) -> tuple[str, Any]:
-    """The path of ``vllm_deployment.resolution_file`` and the records it pins."""
+    """The key of the records ``vllm_deployment.resolution_file`` pins, as messages name it
+    (``vllm_deployment[d].resolution_file (PATH) resolutions``), and the records."""
     path = decl.spec.resolution_file or ""
     if not os.path.isabs(path) and base_dir:
         path = os.path.join(base_dir, path)
@@ -264,7 +274,10 @@ def _pinned_records(decl: DeclaredDeployment, base_dir: Optional[str]) -> tuple[
         raise PlacementError(f"vllm_deployment[{decl.name}].resolution_file", value=path,
                              expected="a readable JSON list of pinned resolutions",
                              fix=f"point resolution_file at a valid file ({reason})") from None
-    return path, data.get("resolutions", data) if isinstance(data, Mapping) else data
+    key = f"vllm_deployment[{decl.name}].resolution_file ({path})"
+    if isinstance(data, Mapping):
+        return f"{key} resolutions", data.get("resolutions", data)
+    return key, data
 
 
 def _engine_selection(base: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
@@ -316,8 +329,9 @@ def engine_factory(*, catalog: Any = None, recipe_dirs: Sequence[str] = (), base
         spec = decl.spec
         profiles = cat.taxonomy.get("hardware_profiles") or {}
         if spec.resolution_file:
-            path, records = _pinned_records(decl, base_dir)
-            return BoundEngine(resolve=RecordedResolver(records, source=path),
+            source, records = _pinned_records(decl, base_dir)
+            resolver = RecordedResolver(records, source=source)
+            return BoundEngine(resolve=resolver, origin=resolver.origin,
                                hardware_profile=profiles.get(spec.hardware or ""),
                                hardware_id=spec.hardware, selection=spec.selection())
         recipe = load(spec.recipe)

@@ -9,7 +9,8 @@ without notice. Other collections must not import it.
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+import re
+from typing import Any, Mapping, Optional, Sequence
 
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._argv_tools import (
     fill_placeholders,
@@ -19,8 +20,9 @@ from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._argv_tools imp
     url_host,
 )
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._container import HARDENED_VENDORS
-from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._launch import PlacementView
-from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._placer_process import ProcessPlacer
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._inventory_checks import check_image
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._launch import Origin, PlacementView
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._placer_process import REPIN, ProcessPlacer
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._plan_model import (
     DEFAULT_ROUTER_METRICS_PORT,
     ORDER_ROUTER,
@@ -29,9 +31,14 @@ from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._plan_model imp
     WATCHDOG_PYTHON,
     ConfigFile,
     DeploymentPlan,
+    PlacementError,
     Process,
 )
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._vendors import vendor_key
+
+
+#: A deploy type as the engine names them (a pinned record's is checked: it names folders and rows).
+_DEPLOY_TYPE_RE = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
 
 
 class PlacerBase(ProcessPlacer):
@@ -58,12 +65,18 @@ class PlacerBase(ProcessPlacer):
     def _absorb(self, view: PlacementView) -> None:
         if self.image is None:
             self.image = view.image
+            if view.origin is not None and view.image is not None and self.spec.image is None:
+                check_image(view.origin.image, view.image)  # a pinned record's image: never a docker flag
         self.vendor = vendor_key(self.engine.hardware_profile, self.engine.hardware_id, view.docker_meta)
         env = view.env
         # the operator's extra_env wins over the recipe's (it also reaches the container env)
         timeout = self.spec.extra_env.get("VLLM_ENGINE_READY_TIMEOUT_S", env.get("VLLM_ENGINE_READY_TIMEOUT_S"))
         if timeout is not None and str(timeout).isdigit():
             self.start_timeout = int(str(timeout))
+        if view.origin is not None and not _DEPLOY_TYPE_RE.match(view.deploy_type):
+            raise PlacementError(view.origin.deploy_type, value=view.deploy_type,
+                                 expected="a deploy type (single_node, multi_node, pd_cluster, kv_store_lb ...)",
+                                 fix=REPIN, source=self.decl.source)
         self.deploy_type = view.deploy_type
         if self.spec.container_profile == "hardened" and self.vendor not in HARDENED_VENDORS:
             raise self.error("container_profile", "hardened",
@@ -73,6 +86,11 @@ class PlacerBase(ProcessPlacer):
 
     def _check_type(self, view: PlacementView, expected: str, engine: str) -> None:
         """The view is of the deploy type this placer places, with the engine process it starts from."""
+        if view.origin is not None and view.deploy_type != expected:
+            raise PlacementError(view.origin.deploy_type, value=view.deploy_type,
+                                 expected=f"{expected} (strategy {self.spec.strategy!r} with these hosts places "
+                                          f"a {expected} deployment)",
+                                 fix=f"pin the plan.json of this strategy: {REPIN}", source=self.decl.source)
         if view.deploy_type != expected or engine not in view.engines:
             raise self.error("strategy", self.spec.strategy,
                              f"a {expected} resolution (got {view.deploy_type!r})",
@@ -101,7 +119,11 @@ class PlacerBase(ProcessPlacer):
                              "keep vllm_pd_role: router on one host only")
 
     # -- router -------------------------------------------------------------------------------
-    def _router(self, host: str, argv: list[str], port: int, config: Mapping[str, Any]) -> None:
+    def _router(self, host: str, argv: list[str], port: int, config: Mapping[str, Any],
+                origin: Optional[Origin] = None) -> None:
+        """The router: ``origin`` where a pinned record wrote its command."""
+        if origin is not None:
+            self._check_pinned(argv, origin)
         spec = self.spec.router
         image = spec.image if spec.runtime == "container" else None
         argv, metrics_port = self._router_metrics(argv)
@@ -109,7 +131,7 @@ class PlacerBase(ProcessPlacer):
                                     argv=router_argv_for_pinned(argv), venv=spec.venv,
                                     start_order=ORDER_ROUTER, port=port,
                                     port_purpose="router", health_path="/health",
-                                    container_image=image, metrics_port=metrics_port)
+                                    container_image=image, metrics_port=metrics_port, origin=origin)
         self.endpoint = f"http://{url_host(proc.address)}:{port}"
         content = {
             "argv": proc.argv,

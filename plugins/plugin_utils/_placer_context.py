@@ -19,7 +19,11 @@ from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._inventory impo
     HostSpec,
 )
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._launch import PlacementView
-from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._placement_view import placement_view, view_record
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._placement_view import (
+    RecordError,
+    placement_view,
+    view_record,
+)
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._plan_model import (
     BoundEngine,
     ConfigFile,
@@ -50,11 +54,11 @@ class Resolutions:
                 raise
             except RecipeError as exc:
                 raise engine_error(self.decl, exc) from None
-            self._cache[key] = self._view(result)
+            self._cache[key] = self._view(result, overrides)
             self.records.append({"overrides": json.loads(key), "resolution": view_record(self._cache[key])})
         return self._cache[key]
 
-    def _view(self, result: Any) -> PlacementView:
+    def _view(self, result: Any, overrides: Mapping[str, Any]) -> PlacementView:
         """The engine's view, or one read from a record (pinned, or in the recipes site's shape)."""
         if isinstance(result, PlacementView):
             return result
@@ -62,14 +66,16 @@ class Resolutions:
             raise deployment_error(self.decl, "recipe", self.decl.spec.recipe,
                                    "the engine to return a resolution with deployType",
                                    "check the recipe and selection")
+        origin = self.engine.origin(dict(overrides)) if self.engine.origin is not None else ""
         try:
-            return placement_view(result)
-        except ValueError as exc:
-            pinned = bool(self.decl.spec.resolution_file)
-            raise deployment_error(self.decl, "resolution_file" if pinned else "recipe",
-                                   self.decl.spec.resolution_file if pinned else self.decl.spec.recipe,
+            return placement_view(result, origin)
+        except RecordError as exc:
+            if origin:  # a pinned record (resolution_file): named by its key in the file
+                expected = f"{exc.expected} (got {exc.found})" if exc.found else exc.expected
+                raise PlacementError(f"{origin}.{exc.key}", expected=expected, has_value=False,
+                                     fix="re-render and pin the new plan.json", source=self.decl.source) from None
+            raise deployment_error(self.decl, "recipe", self.decl.spec.recipe,
                                    f"a resolution placement can read ({exc})",
-                                   "re-render and pin the new plan.json" if pinned else
                                    "fix the recipe or strategy that produced it") from None
 
 
@@ -236,7 +242,9 @@ class PlacerContext:
                                  f"a placeholder the plan uses (it uses: {listed})",
                                  f"correct or remove placeholders.{name}")
 
-    def check_filled(self, proc: Process, value: Any, what: str) -> None:
+    def check_filled(self, proc: Process, value: Any, what: str, written: str = "") -> None:
+        """No ``$NAME`` left in ``value`` (the ``what`` of ``proc``); ``written``: the key of a pinned
+        record (``resolution_file``) the value was read from, named with the placeholder to set."""
         left = find_placeholders(value)
         if not left:
             return
@@ -252,7 +260,8 @@ class PlacerContext:
         raise PlacementError(
             keys.get(name, f"{self.where}.placeholders.{name}"), value=f"${name}",
             expected=f"every placeholder filled on host {proc.host} (unresolved in the {what} of "
-                     f"{proc.unit}: " + ", ".join("$" + n for n in left) + ")",
+                     f"{proc.unit}" + (f", written at {written}" if written else "") + ": "
+                     + ", ".join("$" + n for n in left) + ")",
             fix=fixes.get(name, f"set vllm_deployment.placeholders.{name} or host var "
                                 f"vllm_placeholders.{name} on {proc.host}"),
             source=self.decl.source)

@@ -26,7 +26,7 @@ from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._inventory impo
     DeclaredDeployment,
     is_secret_env,
 )
-from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._launch import Launch
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._launch import Launch, Origin
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._placer_context import PlacerContext
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._plan_model import (
     DEFAULT_API_PORT,
@@ -34,6 +34,7 @@ from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._plan_model imp
     DEFAULT_MASTER_PORT,
     NIXL_SIDE_CHANNEL,
     ORDER_HEAD,
+    PlacementError,
     Port,
     Process,
     deployment_error,
@@ -41,8 +42,14 @@ from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._plan_model imp
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._vendors import VENDORS
 
 
-def drop_api_key(decl: DeclaredDeployment, argv: list[str], unit: str) -> list[str]:
-    """``argv`` without ``--api-key $API_KEY`` (the key reaches vLLM through the secret env file)."""
+#: The fix for a value of a pinned record (``resolution_file``).
+REPIN = "re-render and pin the new plan.json (or correct the value in the resolution file)"
+
+
+def drop_api_key(decl: DeclaredDeployment, argv: list[str], unit: str, origin: Optional[Origin] = None) -> list[str]:
+    """``argv`` without ``--api-key $API_KEY`` (the key reaches vLLM through the secret env file).
+
+    ``origin``: where a pinned record wrote the argv, named instead of ``advanced_args``."""
     out: list[str] = []
     index = 0
     while index < len(argv):
@@ -51,6 +58,12 @@ def drop_api_key(decl: DeclaredDeployment, argv: list[str], unit: str) -> list[s
             value = token.split("=", 1)[1] if "=" in token else (
                 argv[index + 1] if index + 1 < len(argv) else "")
             step = 1 if "=" in token else 2
+            if value not in ("$API_KEY", "${API_KEY}") and origin is not None:
+                raise PlacementError(origin.argv, value="--api-key <literal>",
+                                     expected="no secret on the command line (argv is visible in `ps`, unit "
+                                              "files and `docker inspect`)",
+                                     fix=f"remove --api-key from the resolution file or {REPIN}; set "
+                                         "vllm_deployment.api_key (vault) instead", source=decl.source)
             if value not in ("$API_KEY", "${API_KEY}"):
                 raise deployment_error(decl, "advanced_args", "--api-key <literal>",
                                        "no secret on the command line (argv is visible in "
@@ -71,8 +84,11 @@ def drop_api_key(decl: DeclaredDeployment, argv: list[str], unit: str) -> list[s
 
 
 def env_sources(where: str, host: str, address_source: Optional[str], recipe_env: Mapping[str, Any],
-                node_env: Mapping[str, str]) -> dict[str, str]:
-    """env name -> the inventory key (or recipe entry) its value comes from."""
+                node_env: Mapping[str, str], pinned: str = "") -> dict[str, str]:
+    """env name -> the inventory key (or recipe entry) its value comes from.
+
+    ``pinned``: the key of the recipe env in a pinned record (``resolution_file``), named instead of
+    the recipe's env."""
     hostvar = f"hostvars[{host!r}]"
     filled_by = {"IFACE_NAME": f"{hostvar}.vllm_fabric_interface", "IB_IF": f"{hostvar}.vllm_ib_hca"}
     by_name = {"UCX_NET_DEVICES": f"{hostvar}.vllm_rdma_devices", "NCCL_IB_HCA": f"{hostvar}.vllm_ib_hca",
@@ -84,10 +100,11 @@ def env_sources(where: str, host: str, address_source: Optional[str], recipe_env
     keys: dict[str, str] = {}
     for name, raw in recipe_env.items():
         placeholders = find_placeholders(str(raw))
+        written = f"{pinned}.{name}" if pinned else f"{where}.recipe env {name}"
         keys[str(name)] = " / ".join(
             filled_by.get(p, f"{where}.placeholders.{p} or {hostvar}.vllm_placeholders.{p}")
-            for p in placeholders) + f" (filling the recipe's env {name})" if placeholders \
-            else f"{where}.recipe env {name}"
+            for p in placeholders) + (f" (filling {written})" if pinned else f" (filling the recipe's env {name})") \
+            if placeholders else written
     keys.update({name: by_name.get(name, f"{where}.env.{name}") for name in node_env})
     return keys
 
@@ -137,12 +154,14 @@ class ProcessPlacer(PlacerContext):
         """One engine rank, built once from its launch: argv, env, container, ports and URLs."""
         address = self.address(host)
         mapping = self.mapping(host)
-        argv, args = self._engine_argv(unit, role, launch.argv, mapping)
+        if launch.origin is not None:
+            self._check_pinned(launch.argv, launch.origin)
+        argv, args = self._engine_argv(unit, role, launch.argv, mapping, launch.origin)
         api_port = None if args.headless else (
             int(args.port) if args.port and args.port.isdigit() else DEFAULT_API_PORT)
         env = self._engine_env(host=host, address=address, role=role, network_host=network_host,
                                recipe_env=launch.env, mapping=mapping, multi_host=multi_host,
-                               extra_env=extra_env or {})
+                               extra_env=extra_env or {}, origin=launch.origin)
         health_url = f"http://{url_host(address)}:{api_port}/health" if api_port is not None else None
         config_dir = f"{self.spec.config_dir}/{self.decl.name}"
         proc = Process(deployment=self.decl.name, unit=unit, kind="engine", role=role, host=host,
@@ -151,25 +170,31 @@ class ProcessPlacer(PlacerContext):
                        env_keys=env.sources, ports=engine_ports(api_port, args, env.env),
                        gpu_need=len(env.pinned_gpus) if env.pinned_gpus else args.gpus_per_node,
                        pinned_gpus=env.pinned_gpus, runtime="docker", image=self.spec.image or self.image,
-                       upstream_flags=self._upstream_flags(launch.docker_argv, mapping), mounts=list(mounts),
+                       upstream_flags=self._upstream_flags(launch, mapping), mounts=list(mounts),
                        network_host=network_host, api_port=api_port, engine_args=args,
                        env_file=f"{config_dir}/{unit}.env",
                        secret_file=f"{config_dir}/{unit}.secret.env" if env.secret else "",
                        start_order=start_order, health_url=health_url,
                        metrics_url=health_url[:-len("/health")] + "/metrics" if health_url else None,
-                       restart_group=restart_group or self.decl.name)
-        self._check_engine(proc)
+                       restart_group=restart_group or self.decl.name,
+                       origin=launch.origin.argv if launch.origin is not None else "")
+        self._check_engine(proc, launch)
         self.processes.append(proc)
         return proc
 
-    def _engine_argv(self, unit: str, role: str, argv: Sequence[str],
-                     mapping: Mapping[str, str]) -> tuple[list[str], EngineArgs]:
+    def _check_pinned(self, argv: Sequence[str], origin: Origin) -> None:
+        """Each word of a pinned record's argv, refused at its key in the resolution file."""
+        for index, word in enumerate(argv):
+            U.check_text(origin.word(index), word, fix=REPIN)
+
+    def _engine_argv(self, unit: str, role: str, argv: Sequence[str], mapping: Mapping[str, str],
+                     origin: Optional[Origin] = None) -> tuple[list[str], EngineArgs]:
         """The filled program argv (recipe --port, else ports.api appended) and what it says
         (:class:`EngineArgs`), read once more only when we appended flags."""
         program = split_joined_flags([str(t) for t in argv])
         if self.spec.api_key is not None or "$API_KEY" in program or any(
                 t.startswith("--api-key") for t in program):
-            program = drop_api_key(self.decl, program, unit)
+            program = drop_api_key(self.decl, program, unit, origin)
         program = fill_placeholders(program, mapping)
         args = engine_args(program)
         written = len(program)
@@ -191,7 +216,8 @@ class ProcessPlacer(PlacerContext):
         return program, args
 
     def _engine_env(self, *, host: str, address: str, role: str, network_host: bool, recipe_env: Mapping[str, Any],
-                    mapping: Mapping[str, str], multi_host: bool, extra_env: Mapping[str, str]) -> EngineEnv:
+                    mapping: Mapping[str, str], multi_host: bool, extra_env: Mapping[str, str],
+                    origin: Optional[Origin] = None) -> EngineEnv:
         """Recipe env (filled, order kept), then per-node env; secrets go to the secret env."""
         final_env: dict[str, str] = {}
         for key, value in recipe_env.items():
@@ -204,12 +230,17 @@ class ProcessPlacer(PlacerContext):
             try:
                 pinned_gpus = [int(x) for x in pinned.split(",") if x.strip() != ""]
             except ValueError:
+                if origin is not None:
+                    raise PlacementError(f"{origin.env}.CUDA_VISIBLE_DEVICES", value=pinned,
+                                         expected="comma-separated indexes", fix=REPIN,
+                                         source=self.decl.source) from None
                 raise self.error("env.CUDA_VISIBLE_DEVICES", pinned, "comma-separated indexes",
                                  "fix the recipe's CUDA_VISIBLE_DEVICES") from None
         node_env = self._node_env(host=host, address=address, role=role, network_host=network_host,
                                   recipe_env=final_env, multi_host=multi_host)
         node_env.update(extra_env)
-        sources = env_sources(self.where, host, self.hosts[host].address_source, recipe_env, node_env)
+        sources = env_sources(self.where, host, self.hosts[host].address_source, recipe_env, node_env,
+                              origin.env if origin is not None else "")
         secret: dict[str, str] = {}
         for key, value in self.spec.extra_env.items():
             sources[key] = f"{self.where}.extra_env.{key}"
@@ -256,30 +287,47 @@ class ProcessPlacer(PlacerContext):
             node_env["HF_ENDPOINT"] = self.spec.weights.endpoint
         return node_env
 
-    def _upstream_flags(self, docker_argv: Optional[Sequence[str]], mapping: Mapping[str, str]) -> Optional[list[str]]:
+    def _upstream_flags(self, launch: Launch, mapping: Mapping[str, str]) -> Optional[list[str]]:
         """The recipes site's docker flags for this rank (between ``docker run`` and the image), filled."""
-        if docker_argv is None:
+        if launch.docker_argv is None:
             return None
-        upstream = list(docker_argv)
+        upstream = list(launch.docker_argv)
         if self.image not in upstream:
+            if launch.origin is not None and self.spec.container_profile == "upstream":
+                raise PlacementError(launch.origin.docker, value=upstream[:3] + ["..."],
+                                     expected=f"a docker run argv with the image {self.image} "
+                                              "(container_profile: upstream runs it)",
+                                     fix=REPIN, source=self.decl.source)
             return None
         return fill_placeholders(upstream[2:upstream.index(self.image)], mapping)
 
-    def _check_engine(self, proc: Process) -> None:
-        """No placeholder left in argv, env or upstream docker flags; every env value writable."""
-        self.check_filled(proc, proc.argv, "argv")
-        self.check_filled(proc, proc.env, "env")
+    def _check_engine(self, proc: Process, launch: Launch) -> None:
+        """No placeholder left in argv, env or upstream docker flags; every env value writable.
+
+        A value of a pinned record (``resolution_file``) is refused at its key in that file."""
+        origin = launch.origin
+        self.check_filled(proc, proc.argv, "argv", origin.argv if origin else "")
+        self.check_filled(proc, proc.env, "env", origin.env if origin else "")
         if proc.upstream_flags is not None and self.spec.container_profile == "upstream":
-            self.check_filled(proc, proc.upstream_flags, "docker")
+            if origin is not None and launch.docker_argv is not None:
+                self._check_pinned(launch.docker_argv, Origin(argv=origin.docker))
+            self.check_filled(proc, proc.upstream_flags, "docker", origin.docker if origin else "")
         for key, value in proc.env.items():
-            U.check_env_value(proc.env_keys.get(key, f"{self.where}.env.{key}"), value,
-                              fix=f"simplify the value of {key} (extra_env / recipe env / host vars)")
+            source = proc.env_keys.get(key, f"{self.where}.env.{key}")
+            pinned = origin is not None and source.startswith(origin.env)
+            U.check_env_value(source, value, fix=f"simplify the value of {key} in the resolution file, or {REPIN}"
+                              if pinned else f"simplify the value of {key} (extra_env / recipe env / host vars)")
 
     def service_process(self, *, host: str, unit: str, kind: str, argv: Sequence[str],
                         venv: str, start_order: int, port: Optional[int] = None,
                         port_purpose: str = "", health_path: Optional[str] = None,
-                        container_image: Optional[str] = None, metrics_port: Optional[int] = None) -> Process:
-        """Router / Mooncake processes (venv binaries, or a container for the router), built once."""
+                        container_image: Optional[str] = None, metrics_port: Optional[int] = None,
+                        origin: Optional[Origin] = None) -> Process:
+        """Router / Mooncake processes (venv binaries, or a container for the router), built once.
+
+        ``origin``: where a pinned record wrote the service's command (its words are refused there)."""
+        if origin is not None:
+            self._check_pinned(argv, origin)
         address = self.address(host)
         program = fill_placeholders([str(t) for t in argv], self.mapping(host))
         env_file = f"{self.spec.config_dir}/{self.decl.name}/{unit}.env"
@@ -299,7 +347,7 @@ class ProcessPlacer(PlacerContext):
                        if port is not None and health_path else None,
                        metrics_url=f"http://{url_host(address)}:{metrics_port}/metrics"
                        if metrics_port is not None else None,
-                       restart_group=f"{self.decl.name}/{kind}")
-        self.check_filled(proc, proc.argv, "argv")
+                       restart_group=f"{self.decl.name}/{kind}", origin=origin.argv if origin else "")
+        self.check_filled(proc, proc.argv, "argv", origin.argv if origin else "")
         self.processes.append(proc)
         return proc

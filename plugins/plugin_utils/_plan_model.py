@@ -127,6 +127,9 @@ class BoundEngine:
     #: The recipe's ``min_vllm_version`` (the selected variant's, else the model's), enforced
     #: against the image's vLLM by ``vllm_argv_check``.
     min_vllm_version: Optional[str] = None
+    #: Pinned resolutions (``resolution_file``): overrides -> the key of the record served for them,
+    #: as messages name it; None for the engine.
+    origin: Optional[Callable[[Mapping[str, Any]], str]] = None
 
 
 EngineFactory = Callable[[DeclaredDeployment], BoundEngine]
@@ -204,6 +207,9 @@ class Process:
     #: Prometheus scrape URL (engine API servers, routers); None for headless ranks and the rest.
     metrics_url: Optional[str] = None
     restart_group: str = ""
+    #: The key of its argv in a pinned record (``resolution_file``): named when a word of it cannot
+    #: be written; "" for the engine's resolutions.
+    origin: str = ""
 
     @property
     def unit_file(self) -> str:

@@ -82,9 +82,11 @@ def _describe(proc: Process) -> str:
 def _keys(plan: DeploymentPlan, proc: Process) -> dict[str, str]:
     """Inventory keys named when a value of ``proc`` cannot be written."""
     where = f"vllm_deployment[{plan.name}]"
+    # a pinned record (resolution_file) wrote the program's argv where the recipe would have
+    recipe = proc.origin or "recipe argv"
     return {
         "host": f"inventory host name {proc.host!r}",
-        "argv": f"{where} command of {proc.unit} on {proc.host} (recipe argv, advanced_args, "
+        "argv": f"{where} command of {proc.unit} on {proc.host} ({recipe}, advanced_args, "
                 "container_args, image, placeholders)",
         "env_file": f"{where}.config_dir",
         "docker": f"{where}.docker_binary",
