@@ -160,10 +160,11 @@ sanity-import: venv collections ansible-test-pip
 ansible-test-pip: venv
 	@$(VPY) tools/ansible_test_pip.py --python $(SANITY_PYTHON)
 
-# The molecule playbooks are linted like playbooks/ and roles/.
-LINT_PATHS := playbooks roles tests/molecule
+# The molecule playbooks are linted like playbooks/ and roles/; galaxy.yml for Galaxy's rules
+# (tags, changelog, metadata).
+LINT_PATHS := galaxy.yml playbooks roles tests/molecule
 
-lint: venv collections ## ansible-lint (profile production) on playbooks/, roles/ and tests/molecule/
+lint: venv collections ## ansible-lint (profile production) on galaxy.yml, playbooks/, roles/ and tests/molecule/
 	ansible-lint $(LINT_ARGS) $(LINT_PATHS)
 	@tests/infra/shellcheck.sh lint 'shellcheck of .ci/run' .ci/run
 
@@ -173,8 +174,9 @@ lint: venv collections ## ansible-lint (profile production) on playbooks/, roles
 demo: venv collections ## run tools/demo.py
 	$(VPY) tools/demo.py
 
-build: venv ## build the collection tarball into out/
-	ansible-galaxy collection build --force --output-path out/ .
+# From git's tracked files only: nothing untracked (an inventory.yml at the root) ever ships.
+build: venv ## build the collection tarball into out/ from git's tracked files (tools/build.sh)
+	tools/build.sh out/
 
 clean: ## remove generated test output and the collection symlink tree
 	rm -rf .collections tests/output out .pytest_cache

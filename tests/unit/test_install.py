@@ -51,7 +51,12 @@ ANSIBLE_FACING_TESTS = ("tests/unit/plugins/test_plugins.py", "tests/unit/test_c
 MUST_SHIP = ("requirements.txt", "bindep.txt", "meta/execution-environment.yml", "meta/runtime.yml",
              "playbooks/render.yml", "playbooks/deploy.yml", "recipes", "roles", "plugins/plugin_utils")
 MUST_NOT_SHIP = (".venv", ".collections", ".cache", ".git", ".pytest_cache", "tests/output", "out",
-                 "ansible.cfg", "requirements-dev.txt", "requirements-integration.txt", "Makefile", ".ci")
+                 "ansible.cfg", "requirements-dev.txt", "requirements-integration.txt", "Makefile", ".ci",
+                 "tools", "changelogs/.plugin-cache.yaml")
+# `make build`: the tarball of git's tracked files (tools/build.sh).
+BUILD = REPO / "tools" / "build.sh"
+# Files a user leaves in a checkout, untracked: none may ship (docs/install.md, "From a tarball").
+UNTRACKED = ("inventory.yml", "group_vars/all/vault.yml", "notes.txt", "playbooks/site.yml")
 
 
 def _run(cmd: list[str], *, env: dict[str, str] | None = None, cwd: Path | None = None,
@@ -66,14 +71,18 @@ def _requires_ansible() -> SpecifierSet:
     return SpecifierSet(runtime["requires_ansible"])
 
 
-@pytest.fixture(scope="module")
-def tarball(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("build")
-    binary = Path(sys.executable).parent / "ansible-galaxy"
-    _run([str(binary), "collection", "build", "--force", "--output-path", str(out), str(REPO)], cwd=out)
+def build(checkout: Path, out: Path) -> Path:
+    """`make build` in CHECKOUT: tools/build.sh with the dev venv's ansible-galaxy."""
+    _run(["bash", str(checkout / "tools" / "build.sh"), str(out), str(Path(sys.executable).parent / "ansible-galaxy")],
+         cwd=checkout)
     built = sorted(out.glob("vllm_fleet-recipes-*.tar.gz"))
     assert len(built) == 1, built
     return built[0]
+
+
+@pytest.fixture(scope="module")
+def tarball(tmp_path_factory) -> Path:
+    return build(REPO, tmp_path_factory.mktemp("build"))
 
 
 def _members(path: Path) -> list[str]:
@@ -100,6 +109,27 @@ def test_tarball_ships_requirements_and_no_dev_state(tarball):
     for kind in ("python", "system"):
         assert ee_meta["dependencies"][kind] in members, ee_meta
     assert _read_member(tarball, "requirements.txt") == (REPO / "requirements.txt").read_text(encoding="utf-8")
+
+
+def test_untracked_files_never_ship(tmp_path):
+    """A clone with a user's untracked inventory, Vault file and notes: `make build` leaves them out
+    (git's tracked files only), and so does a plain `ansible-galaxy collection build` (build_ignore)."""
+    checkout = tmp_path / "checkout"
+    _run(["git", "clone", "--quiet", "--shared", str(REPO), str(checkout)])
+    for rel in UNTRACKED:
+        (checkout / rel).parent.mkdir(parents=True, exist_ok=True)
+        (checkout / rel).write_text("# the user's own, untracked\n", encoding="utf-8")
+    members = _members(build(checkout, tmp_path / "made"))
+    assert "playbooks/render.yml" in members and "tools/build.sh" not in members, members[:20]
+    leaked = [rel for rel in UNTRACKED if rel in members]
+    assert not leaked, f"`make build` ships untracked files: {leaked}"
+
+    by_hand = tmp_path / "by-hand"
+    _run([str(Path(sys.executable).parent / "ansible-galaxy"), "collection", "build", "--output-path", str(by_hand),
+          str(checkout)], cwd=tmp_path)
+    members = _members(next(by_hand.glob("*.tar.gz")))
+    leaked = [rel for rel in ("inventory.yml", "group_vars/all/vault.yml", "tools/build.sh") if rel in members]
+    assert not leaked, f"galaxy.yml's build_ignore lets these ship: {leaked}"
 
 
 # Distribution of each third-party module the collection's controller code imports.
