@@ -171,8 +171,13 @@ lint: venv collections ## ansible-lint (profile production) on galaxy.yml, playb
 # ---------------------------------------------------------------------------
 # Other entry points
 # ---------------------------------------------------------------------------
-demo: venv collections ## run tools/demo.py
-	$(VPY) tools/demo.py
+# The demo needs only what the collection needs at run time (requirements.txt, ansible-core):
+# its own small venv, not .venv's development tools, and no community.docker (rendering needs none).
+DEMO_VENV ?= .venv-demo
+
+demo: collection-link ## run tools/demo.py in .venv-demo (requirements.txt + ansible-core only)
+	@$(PYTHON) tools/devenv.py venv --venv $(DEMO_VENV) --sanity-python $(SANITY_PYTHON) tools/demo-requirements.txt
+	$(abspath $(DEMO_VENV))/bin/python tools/demo.py
 
 # From git's tracked files only: nothing untracked (an inventory.yml at the root) ever ships.
 build: venv ## build the collection tarball into out/ from git's tracked files (tools/build.sh)
@@ -181,8 +186,8 @@ build: venv ## build the collection tarball into out/ from git's tracked files (
 clean: ## remove generated test output and the collection symlink tree
 	rm -rf .collections tests/output out .pytest_cache
 
-distclean: clean ## also remove .venv and download caches
-	rm -rf $(VENV) .cache
+distclean: clean ## also remove .venv, .venv-demo and download caches
+	rm -rf $(VENV) $(DEMO_VENV) .cache
 
 # --- integration infrastructure ---------------------------------------------
 # Molecule scenarios on local systemd test hosts (containers of

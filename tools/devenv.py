@@ -41,11 +41,22 @@ def run_quietly(cmd: list[str]) -> None:
         raise subprocess.CalledProcessError(proc.returncode, cmd)
 
 
+def included_files(path: Path) -> list[Path]:
+    """PATH and the files its `-r FILE` / `-c FILE` lines name (relative to PATH, as pip reads them), depth first."""
+    found = [path]
+    for line in path.read_text(encoding="utf-8").splitlines():
+        words = line.split("#", 1)[0].split()
+        if len(words) == 2 and words[0] in ("-r", "-c", "--requirement", "--constraint"):
+            found += included_files(path.parent / words[1])
+    return found
+
+
 def requirements_hash(requirements: list[Path]) -> str:
-    """sha256 of the requirement files' bytes, concatenated in order (`cat FILES | sha256sum`)."""
+    """sha256 of the requirement files' bytes (and of those they include with -r/-c), concatenated in order."""
     digest = hashlib.sha256()
     for path in requirements:
-        digest.update(path.read_bytes())
+        for part in included_files(path):
+            digest.update(part.read_bytes())
     return digest.hexdigest()
 
 
