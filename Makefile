@@ -173,13 +173,17 @@ lint: venv collections ## ansible-lint (profile production) on galaxy.yml, playb
 # ---------------------------------------------------------------------------
 # The demo needs only what the collection needs at run time (requirements.txt, ansible-core):
 # its own small venv, not .venv's development tools, and no community.docker (rendering needs none).
+# In two steps, so that a fresh clone sees part 1 (the engine: pydantic and PyYAML only) before
+# ansible-core is installed for the plans; each step is a no-op once its stamp matches.
 DEMO_VENV ?= .venv-demo
+DEMO_PY    = $(abspath $(DEMO_VENV))/bin/python
 
 demo: collection-link ## run tools/demo.py in .venv-demo (requirements.txt + ansible-core only)
-	@$(PYTHON) tools/devenv.py venv --venv $(DEMO_VENV) --sanity-python $(SANITY_PYTHON) tools/demo-requirements.txt
-	$(abspath $(DEMO_VENV))/bin/python tools/demo.py
+	@$(PYTHON) tools/devenv.py venv --lean --venv $(DEMO_VENV) --stamp .engine-requirements.sha256 requirements.txt
+	@$(DEMO_PY) tools/demo.py --engine-only
+	@$(PYTHON) tools/devenv.py venv --lean --venv $(DEMO_VENV) tools/demo-requirements.txt
+	@$(DEMO_PY) tools/demo.py --plans-only
 
-# From git's tracked files only: nothing untracked (an inventory.yml at the root) ever ships.
 build: venv ## build the collection tarball into out/ from git's tracked files (tools/build.sh)
 	tools/build.sh out/
 

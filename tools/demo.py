@@ -11,7 +11,8 @@
 3. Where the files are, and the next command to run.
 
 `make demo` runs it in .venv-demo: requirements.txt and ansible-core only (tools/demo-requirements.txt).
-`--engine-only` stops after part 1; `--verbose` adds each process's environment.
+`--engine-only` stops after part 1, `--plans-only` starts at part 2 (`make demo` runs both, installing
+ansible-core between them); `--verbose` adds each process's environment.
 """
 
 from __future__ import annotations
@@ -135,12 +136,15 @@ Deploying it (playbooks/deploy.yml, --check --diff first) is docs/deploy.md.""")
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--engine-only", action="store_true", help="print the engine part only")
+    parts = parser.add_mutually_exclusive_group()
+    parts.add_argument("--engine-only", action="store_true", help="part 1 only (needs no ansible-core)")
+    parts.add_argument("--plans-only", action="store_true", help="parts 2 and 3 only")
     parser.add_argument("--verbose", action="store_true", help="also print each process's environment")
     parser.add_argument("--out", type=Path, default=ROOT / "out" / "demo", help="where the example plans go")
     args = parser.parse_args()
     width = min(shutil.get_terminal_size((110, 20)).columns, 110)
-    show_engine(args.verbose, width)
+    if not args.plans_only:
+        show_engine(args.verbose, width)
     if args.engine_only:
         return 0
     out = args.out.resolve()
