@@ -32,6 +32,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from doc_examples import Example, doc_examples, plugin_examples
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
@@ -294,6 +295,52 @@ def test_tarball_installs_renders_and_syntax_checks(tarball, tmp_path, minor):
                     *(f"vllm_fleet.recipes.{name}" for name in playbooks)], env=env, cwd=work)
     for name in playbooks:
         assert f"playbook: {installed / 'playbooks' / name}.yml" in checked.stdout, checked.stdout
+
+
+def _examples() -> list[Example]:
+    docs = ["README.md", *sorted(str(p.relative_to(REPO)) for p in (REPO / "docs").rglob("*.md"))]
+    return plugin_examples(REPO) + doc_examples(REPO, docs)
+
+
+def test_every_example_runs_or_says_why_not():
+    examples = _examples()
+    where = [e.where for e in examples]
+    assert "plugins/modules/vllm_resolve.py" in where and "plugins/filter/resolve.yml" in where, where
+    assert any(w.startswith("README.md:") for w in where), where
+    assert [e.where for e in examples if e.skip_reason == ""] == [], "the skip marker needs a reason"
+    runnable = [e.where for e in examples if e.skip_reason is None]
+    for must in ("plugins/modules/vllm_resolve.py", "plugins/filter/resolve.yml", "plugins/modules/vllm_plan.py"):
+        assert must in runnable, f"{must}: its example must run from an installed collection"
+
+
+@pytest.mark.parametrize("minor", TESTED_MINORS)
+def test_documented_examples_run_from_the_installed_tarball(tarball, tmp_path, minor):
+    """Every plugin EXAMPLES and every task/play block of README.md and docs/ without the skip marker,
+    as tasks of a play on localhost, with the tarball installed in an empty collections path and the
+    installed pd_cluster example as inventory (vllm_plan compiles its deployment)."""
+    venv = fresh_venv(minor, _read_member(tarball, "requirements.txt"), tmp_path)
+    collections = tmp_path / "collections"
+    collections.mkdir()
+    install_collections(venv, tarball, collections)
+    env = _isolated_env(venv, collections)
+    work = tmp_path / "work"  # outside the checkout
+    work.mkdir()
+    inventory = collections / "ansible_collections" / "vllm_fleet" / "recipes" / "playbooks" / "examples" / "pd_cluster" / "inventory.yml"
+    failed = []
+    for number, example in enumerate(e for e in _examples() if e.skip_reason is None):
+        tasks = yaml.safe_load(example.text)
+        plays = tasks if example.is_play else [{"name": example.where, "hosts": "localhost", "gather_facts": False,
+                                                "tasks": tasks}]
+        playbook = work / f"example-{number}.yml"
+        playbook.write_text(yaml.safe_dump(plays, sort_keys=False), encoding="utf-8")
+        proc = subprocess.run([str(venv / "bin" / "ansible-playbook"), "-i", str(inventory), str(playbook)], env=env,
+                              cwd=work, capture_output=True, text=True, check=False, timeout=600)
+        shown = re.findall(r'"msg": ', proc.stdout)
+        if proc.returncode != 0 or "ok: [localhost]" not in proc.stdout:
+            failed.append(f"{example.where}: exited {proc.returncode}\n{proc.stdout[-3000:]}\n{proc.stderr[-2000:]}")
+        elif "ansible.builtin.debug" in example.text and not shown:
+            failed.append(f"{example.where}: its debug task printed nothing\n{proc.stdout[-2000:]}")
+    assert not failed, "\n\n".join(failed)
 
 
 def _dev_pin(name: str) -> str:
