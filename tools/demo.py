@@ -34,6 +34,10 @@ import conformance  # noqa: E402,F401  pylint: disable=unused-import
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._catalog import load_catalog  # noqa: E402
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._engine import resolve  # noqa: E402
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._loader import load_recipe  # noqa: E402
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._schema import (  # noqa: E402
+    KV_STORE_DEPLOY_TYPE,
+    SERVING_DEPLOY_TYPES,
+)
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._selection import (  # noqa: E402
     default_selection,
     published_renderings,
@@ -43,13 +47,13 @@ SEED = ROOT / "recipes" / "models" / "zai-org" / "GLM-5.3-Flash.yaml"
 EXAMPLES = ("single_node_tp", "multi_node_tp_pp", "pd_cluster")
 
 
-NOTATION = """\
+NOTATION = f"""\
 How to read part 1:
   -- KEY (recommended): STRATEGY  one deployment the recipes site publishes; (recommended) is its default
-     nodes=N pd_nodes=P+D kv_offload=K  the selection: hosts, prefill+decode hosts, KV-cache store
-     deploy_type=T  how it is laid out on hosts (single_node, multi_node, pd_cluster, replicas, kv_store_lb)
+     nodes=N pd_nodes={{...}} kv_offload=K  the selection: hosts, hosts per prefill/decode pool, KV-cache store
+     deploy_type=T  how it is laid out on hosts ({', '.join((*SERVING_DEPLOY_TYPES, KV_STORE_DEPLOY_TYPE))})
   NAME [ROLE, group G, rank R, port P]  one process: a restart group starts and stops together,
-     rank is the process's place in its group, port where it serves (none: it does not serve HTTP)
+     rank is its place in that group, port its HTTP port when it has one
   $ command  what that process runs; $HEAD_IP, $IFACE_NAME ... are filled from the inventory in part 2"""
 
 
