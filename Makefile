@@ -167,27 +167,38 @@ sanity-import: venv collections ansible-test-pip
 ansible-test-pip: venv
 	@$(VPY) tools/ansible_test_pip.py --python $(SANITY_PYTHON)
 
-# The molecule playbooks are linted like playbooks/ and roles/.
-LINT_PATHS := playbooks roles tests/molecule
+# The molecule playbooks are linted like playbooks/ and roles/; galaxy.yml for Galaxy's rules
+# (tags, changelog, metadata).
+LINT_PATHS := galaxy.yml playbooks roles tests/molecule
 
-lint: venv collections ## ansible-lint (profile production) on playbooks/, roles/ and tests/molecule/
+lint: venv collections ## ansible-lint (profile production) on galaxy.yml, playbooks/, roles/ and tests/molecule/
 	ansible-lint $(LINT_ARGS) $(LINT_PATHS)
 	@tests/infra/shellcheck.sh lint 'shellcheck of .ci/run' .ci/run
 
 # ---------------------------------------------------------------------------
 # Other entry points
 # ---------------------------------------------------------------------------
-demo: venv collections ## run tools/demo.py
-	$(VPY) tools/demo.py
+# The demo needs only what the collection needs at run time (requirements.txt, ansible-core):
+# its own small venv, not .venv's development tools, and no community.docker (rendering needs none).
+# In two steps, so that a fresh clone sees part 1 (the engine: pydantic and PyYAML only) before
+# ansible-core is installed for the plans; each step is a no-op once its stamp matches.
+DEMO_VENV ?= .venv-demo
+DEMO_PY    = $(abspath $(DEMO_VENV))/bin/python
 
-build: venv ## build the collection tarball into out/
-	ansible-galaxy collection build --force --output-path out/ .
+demo: collection-link ## run tools/demo.py in .venv-demo (requirements.txt + ansible-core only)
+	@$(PYTHON) tools/devenv.py venv --lean --venv $(DEMO_VENV) --stamp .engine-requirements.sha256 requirements.txt
+	@$(DEMO_PY) tools/demo.py --engine-only
+	@$(PYTHON) tools/devenv.py venv --lean --venv $(DEMO_VENV) tools/demo-requirements.txt
+	@$(DEMO_PY) tools/demo.py --plans-only
+
+build: venv ## build the collection tarball into out/ from git's tracked files (tools/build.sh)
+	tools/build.sh out/
 
 clean: ## remove generated test output and the collection symlink tree
 	rm -rf .collections tests/output out .pytest_cache
 
-distclean: clean ## also remove .venv and download caches
-	rm -rf $(VENV) .cache
+distclean: clean ## also remove .venv, .venv-demo and download caches
+	rm -rf $(VENV) $(DEMO_VENV) .cache
 
 # --- integration infrastructure ---------------------------------------------
 # Molecule scenarios on local systemd test hosts (containers of

@@ -41,11 +41,22 @@ def run_quietly(cmd: list[str]) -> None:
         raise subprocess.CalledProcessError(proc.returncode, cmd)
 
 
+def included_files(path: Path) -> list[Path]:
+    """PATH and the files its `-r FILE` / `-c FILE` lines name (relative to PATH, as pip reads them), depth first."""
+    found = [path]
+    for line in path.read_text(encoding="utf-8").splitlines():
+        words = line.split("#", 1)[0].split()
+        if len(words) == 2 and words[0] in ("-r", "-c", "--requirement", "--constraint"):
+            found += included_files(path.parent / words[1])
+    return found
+
+
 def requirements_hash(requirements: list[Path]) -> str:
-    """sha256 of the requirement files' bytes, concatenated in order (`cat FILES | sha256sum`)."""
+    """sha256 of the requirement files' bytes (and of those they include with -r/-c), concatenated in order."""
     digest = hashlib.sha256()
     for path in requirements:
-        digest.update(path.read_bytes())
+        for part in included_files(path):
+            digest.update(part.read_bytes())
     return digest.hexdigest()
 
 
@@ -55,27 +66,45 @@ def python_minor(python: Path) -> str:
     return ".".join(version.split()[1].split(".")[:2])
 
 
-def ensure_venv(venv: Path, requirements: list[Path], sanity_python: str) -> None:
-    """Create VENV if it has no python, install REQUIREMENTS unless the stamp says they are in."""
+def host_pip_can_target() -> bool:
+    """Whether the pip of the Python running this script can install into another venv (`pip --python`, 22.3+)."""
+    proc = subprocess.run([sys.executable, "-m", "pip", "--version"], capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        return False
+    version = tuple(int(part) for part in re.findall(r"\d+", proc.stdout.split()[1])[:2])
+    return version >= (22, 3)
+
+
+def ensure_venv(venv: Path, requirements: list[Path], sanity_python: str | None, lean: bool = False,
+                stamp_name: str = STAMP_NAME) -> None:
+    """Create VENV if it has no python, install REQUIREMENTS unless the stamp says they are in.
+
+    LEAN (`make demo`): when this Python's pip can install into the venv, the venv gets no pip of
+    its own (no ensurepip) and nothing is byte-compiled at install; both cost more than the
+    install itself on a busy 2-core machine.
+    """
     python = venv / "bin" / "python"
-    stamp = venv / STAMP_NAME
+    stamp = venv / stamp_name
     names = " ".join(str(path) for path in requirements)
     want = requirements_hash(requirements)
     if python.exists() and stamp.is_file() and stamp.read_text(encoding="utf-8").strip() == want:
         print("venv: %s is up to date with %s" % (venv, names))
         return
+    outside_pip = lean and host_pip_can_target()
     if not python.exists():
         print("venv: creating %s with %s" % (venv, sys.executable), flush=True)
-        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+        subprocess.run([sys.executable, "-m", "venv", *(["--without-pip"] if outside_pip else []), str(venv)],
+                       check=True)
     print("venv: installing %s" % names, flush=True)
     pip_args = [arg for path in requirements for arg in ("-r", str(path))]
-    run_quietly([str(python), "-m", "pip", "install", "--quiet"] + pip_args)
+    pip = [sys.executable, "-m", "pip", "--python", str(python)] if outside_pip else [str(python), "-m", "pip"]
+    run_quietly(pip + ["install", "--quiet"] + (["--no-compile"] if lean else []) + pip_args)
     minor = python_minor(python)
-    if minor != sanity_python:
+    if sanity_python and minor != sanity_python:
         print("venv: WARNING: %s runs Python %s; ansible-test sanity expects %s" % (venv, minor, sanity_python))
     stamp.write_text(want + "\n", encoding="utf-8")
-    frozen = subprocess.run([str(python), "-m", "pip", "freeze"], capture_output=True, text=True, check=True).stdout
-    print("venv: ready (%d packages)" % len(frozen.splitlines()))
+    installed = list(venv.glob("lib/python*/site-packages/*.dist-info"))
+    print("venv: ready (%d packages)" % len(installed))
 
 
 def unpack_collections(wheel: Path, dest: Path, collections: list[str]) -> None:
@@ -106,7 +135,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     commands = parser.add_subparsers(dest="command", required=True)
     venv = commands.add_parser("venv", help="create/refresh the virtualenv (no-op when the requirements are unchanged)")
     venv.add_argument("--venv", type=Path, required=True, help="the virtualenv's directory")
-    venv.add_argument("--sanity-python", required=True, help="the Python minor ansible-test sanity expects (warns otherwise)")
+    venv.add_argument("--sanity-python", help="the Python minor ansible-test sanity expects (warns otherwise)")
+    venv.add_argument("--lean", action="store_true",
+                      help="no pip inside the venv when this Python's pip can install into it; no byte-compiling")
+    venv.add_argument("--stamp", default=STAMP_NAME, help="the stamp file's name in the venv (one per set of requirements)")
     venv.add_argument("requirements", type=Path, nargs="+", help="requirement files, installed with pip -r")
     bundle = commands.add_parser("bundle", help="unpack collections from PyPI's ansible wheel")
     bundle.add_argument("--version", required=True, help="the ansible package's version")
@@ -120,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     try:
         if args.command == "venv":
-            ensure_venv(args.venv, args.requirements, args.sanity_python)
+            ensure_venv(args.venv, args.requirements, args.sanity_python, lean=args.lean, stamp_name=args.stamp)
         else:
             fetch_bundle(args.version, args.cache, args.dest, args.collections)
     except subprocess.CalledProcessError as exc:

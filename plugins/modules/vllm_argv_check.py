@@ -143,6 +143,7 @@ attributes:
 """
 
 EXAMPLES = r"""
+# not run by tests/unit/test_install.py: needs docker and the engine image on a deploy host
 - name: Check the engine argvs with the image's vLLM
   vllm_fleet.recipes.vllm_argv_check:
     image: vllm/vllm-openai:v0.32.0

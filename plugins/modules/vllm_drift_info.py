@@ -87,6 +87,7 @@ seealso:
 """
 
 EXAMPLES = r"""
+# not run by tests/unit/test_install.py: needs a deployed host and its plan (the drift playbook runs it)
 - name: Compare this host with the plan
   vllm_fleet.recipes.vllm_drift_info:
     files:

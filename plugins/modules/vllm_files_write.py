@@ -107,6 +107,7 @@ seealso:
 """
 
 EXAMPLES = r"""
+# not run by tests/unit/test_install.py: writes under /etc and /usr/local as root on a deploy host
 - name: Write an env file and a unit
   vllm_fleet.recipes.vllm_files_write:
     dirs: [/etc/vllm-fleet/demo]

@@ -68,6 +68,7 @@ attributes:
 """
 
 EXAMPLES = r"""
+# not run by tests/unit/test_install.py: needs a running engine and its systemd unit
 - name: Wait for the engine, failing fast when vLLM refuses its flags
   vllm_fleet.recipes.vllm_health_wait:
     url: http://10.0.0.5:8000/health

@@ -100,6 +100,7 @@ seealso:
 """
 
 EXAMPLES = r"""
+# not run by tests/unit/test_install.py: needs the fleet plan and root on a deploy host
 - name: Install this host's engine units, env files and configs
   vllm_fleet.recipes.vllm_host_files:
     plan: "{{ vllm_fleet_plan }}"

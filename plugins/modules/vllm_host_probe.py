@@ -48,6 +48,7 @@ attributes:
 """
 
 EXAMPLES = r"""
+# not run by tests/unit/test_install.py: reads a deploy host's docker and devices
 - name: Read docker's runtimes and whether two paths exist
   vllm_fleet.recipes.vllm_host_probe:
     request:

@@ -107,6 +107,7 @@ notes:
 """
 
 EXAMPLES = r"""
+# With an inventory that declares deployments, e.g. playbooks/examples/pd_cluster/inventory.yml (glm-pd)
 - name: Validate the fleet plan (nothing is written)
   vllm_fleet.recipes.vllm_plan:
   run_once: true
@@ -125,7 +126,7 @@ EXAMPLES = r"""
 
 - name: Show where the router listens
   ansible.builtin.debug:
-    msg: "{{ vllm_render.plan.deployments['glm_pd'].endpoint }}"
+    msg: "{{ vllm_render.plan.deployments['glm-pd'].endpoint }}"
 """
 
 RETURN = r"""

@@ -80,6 +80,7 @@ seealso:
 """
 
 EXAMPLES = r"""
+# not run by tests/unit/test_install.py: needs the fleet plan and a deploy host
 - name: Check the router inputs
   vllm_fleet.recipes.vllm_preflight:
     checks: [router]

@@ -69,6 +69,7 @@ attributes:
 """
 
 EXAMPLES = r"""
+# not run by tests/unit/test_install.py: needs a running download job on a deploy host
 - name: Start the download
   ansible.builtin.command: /usr/local/libexec/vllm-fleet/hf-fetch ENV HF REPO REV CACHE MARKER STATUS
   async: 14400

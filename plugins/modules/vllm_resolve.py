@@ -57,7 +57,7 @@ notes:
 EXAMPLES = r"""
 - name: Resolve GLM-5.3-Flash on two H200 nodes (TP inside a node, PP across)
   vllm_fleet.recipes.vllm_resolve:
-    recipe: "{{ playbook_dir }}/../recipes/models/zai-org/GLM-5.3-Flash.yaml"
+    recipe: zai-org/GLM-5.3-Flash   # shipped with the collection; or a path, or an https URL
     selection:
       hardware: h200
       strategy: multi_node_tp_pp

@@ -61,6 +61,7 @@ seealso:
 """
 
 EXAMPLES = r"""
+# not run by tests/unit/test_install.py: reads a deploy host's systemd units
 - name: Find the units of deployment glm-pd on this host
   vllm_fleet.recipes.vllm_units_info:
     deployments: [glm-pd]

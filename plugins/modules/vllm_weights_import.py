@@ -67,6 +67,7 @@ attributes:
 """
 
 EXAMPLES = r"""
+# not run by tests/unit/test_install.py: needs model files pre-staged on a deploy host
 - name: Import a model copied to the host beforehand
   vllm_fleet.recipes.vllm_weights_import:
     source: /srv/models/Qwen3-0.6B

@@ -55,6 +55,7 @@ attributes:
 """
 
 EXAMPLES = r"""
+# not run by tests/unit/test_install.py: needs downloaded weights and their marker on a deploy host
 - name: Verify the weights of deployment glm on this host
   vllm_fleet.recipes.vllm_weights_verify:
     marker: /root/.cache/huggingface/.vllm-fleet/zai-org--GLM-5.3-Flash@main.json

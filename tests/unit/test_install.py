@@ -32,6 +32,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from doc_examples import Example, doc_examples, plugin_examples
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
@@ -51,7 +52,12 @@ ANSIBLE_FACING_TESTS = ("tests/unit/plugins/test_plugins.py", "tests/unit/test_c
 MUST_SHIP = ("requirements.txt", "bindep.txt", "meta/execution-environment.yml", "meta/runtime.yml",
              "playbooks/render.yml", "playbooks/deploy.yml", "recipes", "roles", "plugins/plugin_utils")
 MUST_NOT_SHIP = (".venv", ".collections", ".cache", ".git", ".pytest_cache", "tests/output", "out",
-                 "ansible.cfg", "requirements-dev.txt", "requirements-integration.txt", "Makefile", ".ci")
+                 "ansible.cfg", "requirements-dev.txt", "requirements-integration.txt", "Makefile", ".ci",
+                 "tools", "changelogs/.plugin-cache.yaml")
+# `make build`: the tarball of git's tracked files (tools/build.sh).
+BUILD = REPO / "tools" / "build.sh"
+# Files a user leaves in a checkout, untracked: none may ship (docs/install.md, "From a tarball").
+UNTRACKED = ("inventory.yml", "group_vars/all/vault.yml", "notes.txt", "playbooks/site.yml")
 
 
 def _run(cmd: list[str], *, env: dict[str, str] | None = None, cwd: Path | None = None,
@@ -66,14 +72,18 @@ def _requires_ansible() -> SpecifierSet:
     return SpecifierSet(runtime["requires_ansible"])
 
 
-@pytest.fixture(scope="module")
-def tarball(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("build")
-    binary = Path(sys.executable).parent / "ansible-galaxy"
-    _run([str(binary), "collection", "build", "--force", "--output-path", str(out), str(REPO)], cwd=out)
+def build(checkout: Path, out: Path) -> Path:
+    """`make build` in CHECKOUT: tools/build.sh with the dev venv's ansible-galaxy."""
+    _run(["bash", str(checkout / "tools" / "build.sh"), str(out), str(Path(sys.executable).parent / "ansible-galaxy")],
+         cwd=checkout)
     built = sorted(out.glob("vllm_fleet-recipes-*.tar.gz"))
     assert len(built) == 1, built
     return built[0]
+
+
+@pytest.fixture(scope="module")
+def tarball(tmp_path_factory) -> Path:
+    return build(REPO, tmp_path_factory.mktemp("build"))
 
 
 def _members(path: Path) -> list[str]:
@@ -100,6 +110,27 @@ def test_tarball_ships_requirements_and_no_dev_state(tarball):
     for kind in ("python", "system"):
         assert ee_meta["dependencies"][kind] in members, ee_meta
     assert _read_member(tarball, "requirements.txt") == (REPO / "requirements.txt").read_text(encoding="utf-8")
+
+
+def test_untracked_files_never_ship(tmp_path):
+    """A clone with a user's untracked inventory, Vault file and notes: `make build` leaves them out
+    (git's tracked files only), and so does a plain `ansible-galaxy collection build` (build_ignore)."""
+    checkout = tmp_path / "checkout"
+    _run(["git", "clone", "--quiet", "--shared", str(REPO), str(checkout)])
+    for rel in UNTRACKED:
+        (checkout / rel).parent.mkdir(parents=True, exist_ok=True)
+        (checkout / rel).write_text("# the user's own, untracked\n", encoding="utf-8")
+    members = _members(build(checkout, tmp_path / "made"))
+    assert "playbooks/render.yml" in members and "tools/build.sh" not in members, members[:20]
+    leaked = [rel for rel in UNTRACKED if rel in members]
+    assert not leaked, f"`make build` ships untracked files: {leaked}"
+
+    by_hand = tmp_path / "by-hand"
+    _run([str(Path(sys.executable).parent / "ansible-galaxy"), "collection", "build", "--output-path", str(by_hand),
+          str(checkout)], cwd=tmp_path)
+    members = _members(next(by_hand.glob("*.tar.gz")))
+    leaked = [rel for rel in ("inventory.yml", "group_vars/all/vault.yml", "tools/build.sh") if rel in members]
+    assert not leaked, f"galaxy.yml's build_ignore lets these ship: {leaked}"
 
 
 # Distribution of each third-party module the collection's controller code imports.
@@ -266,6 +297,52 @@ def test_tarball_installs_renders_and_syntax_checks(tarball, tmp_path, minor):
         assert f"playbook: {installed / 'playbooks' / name}.yml" in checked.stdout, checked.stdout
 
 
+def _examples() -> list[Example]:
+    docs = ["README.md", *sorted(str(p.relative_to(REPO)) for p in (REPO / "docs").rglob("*.md"))]
+    return plugin_examples(REPO) + doc_examples(REPO, docs)
+
+
+def test_every_example_runs_or_says_why_not():
+    examples = _examples()
+    where = [e.where for e in examples]
+    assert "plugins/modules/vllm_resolve.py" in where and "plugins/filter/resolve.yml" in where, where
+    assert any(w.startswith("README.md:") for w in where), where
+    assert [e.where for e in examples if e.skip_reason == ""] == [], "the skip marker needs a reason"
+    runnable = [e.where for e in examples if e.skip_reason is None]
+    for must in ("plugins/modules/vllm_resolve.py", "plugins/filter/resolve.yml", "plugins/modules/vllm_plan.py"):
+        assert must in runnable, f"{must}: its example must run from an installed collection"
+
+
+@pytest.mark.parametrize("minor", TESTED_MINORS)
+def test_documented_examples_run_from_the_installed_tarball(tarball, tmp_path, minor):
+    """Every plugin EXAMPLES and every task/play block of README.md and docs/ without the skip marker,
+    as tasks of a play on localhost, with the tarball installed in an empty collections path and the
+    installed pd_cluster example as inventory (vllm_plan compiles its deployment)."""
+    venv = fresh_venv(minor, _read_member(tarball, "requirements.txt"), tmp_path)
+    collections = tmp_path / "collections"
+    collections.mkdir()
+    install_collections(venv, tarball, collections)
+    env = _isolated_env(venv, collections)
+    work = tmp_path / "work"  # outside the checkout
+    work.mkdir()
+    inventory = collections / "ansible_collections" / "vllm_fleet" / "recipes" / "playbooks" / "examples" / "pd_cluster" / "inventory.yml"
+    failed = []
+    for number, example in enumerate(e for e in _examples() if e.skip_reason is None):
+        tasks = yaml.safe_load(example.text)
+        plays = tasks if example.is_play else [{"name": example.where, "hosts": "localhost", "gather_facts": False,
+                                                "tasks": tasks}]
+        playbook = work / f"example-{number}.yml"
+        playbook.write_text(yaml.safe_dump(plays, sort_keys=False), encoding="utf-8")
+        proc = subprocess.run([str(venv / "bin" / "ansible-playbook"), "-i", str(inventory), str(playbook)], env=env,
+                              cwd=work, capture_output=True, text=True, check=False, timeout=600)
+        shown = re.findall(r'"msg": ', proc.stdout)
+        if proc.returncode != 0 or "ok: [localhost]" not in proc.stdout:
+            failed.append(f"{example.where}: exited {proc.returncode}\n{proc.stdout[-3000:]}\n{proc.stderr[-2000:]}")
+        elif "ansible.builtin.debug" in example.text and not shown:
+            failed.append(f"{example.where}: its debug task printed nothing\n{proc.stdout[-2000:]}")
+    assert not failed, "\n\n".join(failed)
+
+
 def _dev_pin(name: str) -> str:
     """The requirement line of `name` in requirements-dev.txt (the dev venv's tested range)."""
     for line in (REPO / "requirements-dev.txt").read_text(encoding="utf-8").splitlines():
@@ -290,7 +367,7 @@ def test_ansible_facing_unit_tests_on_older_minor(tmp_path, minor):
 
 
 def test_execution_environment_example_matches_the_collection():
-    """docs/examples/execution-environment: the tarball it names and the ansible-core it installs."""
+    """docs/examples/execution-environment: the tarball it names and the ansible-core range it installs."""
     example = REPO / "docs" / "examples" / "execution-environment"
     ee = yaml.safe_load((example / "execution-environment.yml").read_text(encoding="utf-8"))
     assert ee["version"] == 3
@@ -301,7 +378,8 @@ def test_execution_environment_example_matches_the_collection():
     assert f"collections/vllm_fleet-recipes-{galaxy['version']}.tar.gz" in names, names
     assert [f["dest"] for f in ee["additional_build_files"]] == ["collections"]
     core = deps["ansible_core"]["package_pip"]
-    assert SpecifierSet(core.removeprefix("ansible-core")) == SpecifierSet(_dev_pin("ansible-core").removeprefix("ansible-core"))
+    # The whole supported range (meta/runtime.yml), not only the newest minor.
+    assert SpecifierSet(core.removeprefix("ansible-core")) == _requires_ansible(), core
 
 
 ANSIBLE_BUILDER = "ansible-builder>=3.1,<4"

@@ -3,9 +3,9 @@
 The fenced ``sh`` blocks run in order, each in its own ``bash -eu -o pipefail``, from the root
 of a copy of the working tree (git's tracked files and untracked ones it does not ignore), as a
 reader in a new shell would: no ``ANSIBLE_*`` or ``VIRTUAL_ENV`` in the environment and the
-checkout's ``.venv/bin`` not on ``PATH``. ``.venv`` and ``.cache`` are linked from the checkout,
-so ``make`` finds the venv up to date and the ``ansible`` bundle wheel downloaded, as in a clone
-where they were made before. A ``yaml`` block whose first line is ``# <relative path>`` is
+checkout's ``.venv/bin`` not on ``PATH``. ``.venv``, ``.venv-demo`` (when made) and ``.cache`` are
+linked from the checkout, so ``make`` finds the venvs up to date and the ``ansible`` bundle wheel
+downloaded, as in a clone where they were made before. A ``yaml`` block whose first line is ``# <relative path>`` is
 saved at that path first: the README tells the reader to save it.
 
 A block that cannot run here (it needs root, real hosts or the network) starts with the line
@@ -118,7 +118,7 @@ def _copy_working_tree(dest: Path) -> None:
         target = dest / rel
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(source, target)
-    for made in (".venv", ".cache"):
+    for made in (".venv", ".venv-demo", ".cache"):
         if (REPO / made).exists():
             (dest / made).symlink_to(REPO / made, target_is_directory=True)
 

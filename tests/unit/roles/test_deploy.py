@@ -404,7 +404,8 @@ def test_internal_variables_used_are_defined(role):
     for _path, tasks in _tasks(role):  # task-level vars (and include_tasks/include_role vars)
         for task in _walk(tasks):
             defined.update(task.get("vars") or {})
-    specs = (_yaml(ROLES / role / "meta" / "argument_specs.yml") or {}).get("argument_specs") or {}
+    spec_file = ROLES / role / ("argument_specs.yml" if role == "_common" else "meta/argument_specs.yml")
+    specs = (_yaml(spec_file) or {}).get("argument_specs") or {}
     for entry in specs.values():  # role parameters (_common's entry points take them)
         defined.update(entry.get("options") or {})
     used: dict[str, str] = {}
@@ -429,6 +430,25 @@ def test_common_role_tiers():
 def test_common_role_refuses_to_run_alone():
     tasks = _yaml(ROLES / "_common" / "tasks" / "main.yml")
     assert list(tasks[0]) == ["name", "ansible.builtin.fail"]
+
+
+def test_common_role_is_not_listed_but_checks_its_inputs():
+    """ansible-doc -t role -l lists every collection role with meta/argument_specs.yml or meta/main.yml
+    (ansible/cli/doc.py, ROLE_ARGSPEC_FILES): _common has neither, and its entry points with options
+    check them against roles/_common/argument_specs.yml themselves."""
+    assert not (ROLES / "_common" / "meta").exists()
+    specs = _yaml(ROLES / "_common" / "argument_specs.yml")["argument_specs"]
+    for entry, spec in specs.items():
+        if not spec.get("options"):
+            continue
+        first = _yaml(ROLES / "_common" / "tasks" / f"{entry}.yml")[0]
+        check = first["ansible.builtin.validate_argument_spec"]["argument_spec"]
+        assert f"argument_specs.{entry}.options" in check and "/argument_specs.yml" in check, (entry, check)
+    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(REPO / ".collections"))
+    listed = subprocess.run([str(BIN / "ansible-doc"), "-t", "role", "-l", "--json", "vllm_fleet.recipes"],
+                            capture_output=True, text=True, env=env, check=True).stdout
+    roles = set(json.loads(listed))
+    assert "vllm_fleet.recipes.engine" in roles and "vllm_fleet.recipes._common" not in roles, roles
 
 
 @pytest.mark.parametrize("role", CONVENTION_ROLES)
