@@ -33,8 +33,7 @@ install() {
         log "all present: $(profile_packages "$@")"
         return 0
     fi
-    # shellcheck disable=SC2086  # one package a word
-    log "apt: installing $(echo $want) (tests/infra/bindep.txt, profiles: $*)"
+    log "apt: installing ${want//$'\n'/ } (tests/infra/bindep.txt, profiles: $*)"
     local apt=(apt-get -q -o DPkg::Lock::Timeout=300)
     [ "$(id -u)" -eq 0 ] || apt=(sudo "${apt[@]}")
     "${apt[@]}" update >/dev/null
@@ -47,8 +46,7 @@ install() {
 
 # profile_packages PROFILE...: every package the profiles name (installed or not), on one line.
 profile_packages() {
-    # shellcheck disable=SC2046
-    echo $("$BINDEP" -l newline -f "$BINDEP_FILE" "$@" 2>/dev/null | sort -u)
+    "$BINDEP" -l newline -f "$BINDEP_FILE" "$@" 2>/dev/null | sort -u | paste -sd ' ' -
 }
 
 cmd=${1:-}

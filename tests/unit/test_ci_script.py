@@ -103,7 +103,7 @@ def test_infra_scripts_install_only_listed_packages():
     """dockerd.sh, registry.sh, images.sh install their own tool when run alone: from the same list."""
     listed = bindep_packages()
     for script in sorted((REPO / "tests" / "infra").glob("*.sh")):
-        for _, code in code_lines(script.read_text()):
+        for _number, code in code_lines(script.read_text()):
             if not code.strip().startswith("apt_ensure "):
                 continue
             words = shlex.split(code, comments=True)
