@@ -208,7 +208,8 @@ class VllmServeChecker:
             validate = getattr(AttentionConfig, "validate_backend_before", None)
             if callable(validate):
                 return validate
-        except Exception:  # pylint: disable=broad-except  (moved, or fails to import here)
+        # moved, or fails to import here
+        except Exception:  # pylint: disable=broad-except
             pass
         for module in _ATTENTION_BACKEND_ENUMS:
             try:

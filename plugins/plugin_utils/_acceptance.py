@@ -195,7 +195,7 @@ def _ss_rows(ss_output: str) -> Iterable[tuple[str, str, str, set[int]]]:
 
 
 def _split_endpoint(endpoint: str) -> tuple[str, int]:
-    address, _, port = endpoint.rpartition(":")
+    address, _colon, port = endpoint.rpartition(":")
     address = address.strip("[]")
     address = address.split("%", 1)[0]
     if address.startswith("::ffff:"):
@@ -205,7 +205,7 @@ def _split_endpoint(endpoint: str) -> tuple[str, int]:
 
 def listening_ports(ss_listen: str, pids: set[int]) -> set[int]:
     """Ports the given processes listen on, from ``ss -Htlnp``."""
-    return {_split_endpoint(local)[1] for state, local, _, owners in _ss_rows(ss_listen)
+    return {_split_endpoint(local)[1] for state, local, _peer, owners in _ss_rows(ss_listen)
             if state == "LISTEN" and owners & pids}
 
 
@@ -213,7 +213,7 @@ def peer_links(ss_tcp: str, pids: set[int], address: str, ports: set[int]) -> li
     """``peer`` endpoints of established connections (``ss -Htnp``) of ``pids`` to ``address`` on
     one of ``ports``."""
     links = []
-    for state, _, peer, owners in _ss_rows(ss_tcp):
+    for state, _local, peer, owners in _ss_rows(ss_tcp):
         peer_address, peer_port = _split_endpoint(peer)
         if state == "ESTAB" and owners & pids and peer_address == address and peer_port in ports:
             links.append(peer)
@@ -354,8 +354,8 @@ def acceptance_report(checks: Mapping[str, Any], *, warm: Any = (), front: Any =
             observed = {}
             for rank in [group["head"], *group["followers"]]:
                 out = (rank_by.get((name, rank["unit"])) or {}).get("stdout", "")
-                top, _, rest = out.partition("\n---\n")
-                listen, _, tcp = rest.partition("\n---\n")
+                top, _sep, rest = out.partition("\n---\n")
+                listen, _sep, tcp = rest.partition("\n---\n")
                 observed[rank["unit"]] = {"top": top, "ss_listen": listen, "ss_tcp": tcp}
             mine.extend(group_rows(name, group, observed))
         if check["pd_pairs"]:

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import json
 import shlex
-from typing import Any, Iterable, Mapping, Optional
+from typing import Any, Mapping, Optional
 
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils import _monitoring
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils import _unitfile as U

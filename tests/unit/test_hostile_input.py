@@ -437,8 +437,8 @@ def test_check_image_follows_dockers_reference_grammar(image, ok):
 LETTERS = st.text(st.characters(categories=["L", "Nd"]), min_size=1, max_size=6)
 #: Unicode format characters (Cf): bidi overrides, zero-width joiners and spaces, soft hyphens, tags.
 FORMAT_CHARS = st.characters(categories=["Cf"])
-WITH_FORMAT_CHAR = st.builds(lambda a, c, b: a + c + b, LETTERS, FORMAT_CHARS, st.text(st.characters(categories=["L"]),
-                                                                                      max_size=4))
+WITH_FORMAT_CHAR = st.builds(lambda a, c, b: a + c + b, LETTERS, FORMAT_CHARS,
+                             st.text(st.characters(categories=["L"]), max_size=4))
 
 
 def refused_naming(key: str, build: Callable[[], Any]) -> str:

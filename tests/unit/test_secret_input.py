@@ -183,8 +183,6 @@ def test_a_boolean_is_refused_for_every_integer_host_variable(path, flag):
 # --------------------------------------------------------------------------------------
 
 MODELS = [(), ("weights",), ("router",), ("pd",), ("pd", "prefill"), ("ports",), ("unit",), ("cpu",), ("mooncake",)]
-UNKNOWN = st.from_regex(r"\A[a-z][a-z_]{0,10}\Z").filter(
-    lambda k: k not in {n for prefix in MODELS for n in _fields(prefix)})
 
 
 def _fields(prefix: tuple[str, ...]) -> list[str]:
@@ -192,6 +190,10 @@ def _fields(prefix: tuple[str, ...]) -> list[str]:
     for part in prefix:
         model = model.model_fields[part].annotation
     return list(model.model_fields)
+
+
+UNKNOWN = st.from_regex(r"\A[a-z][a-z_]{0,10}\Z").filter(
+    lambda k: k not in {n for prefix in MODELS for n in _fields(prefix)})
 
 
 @SETTINGS
