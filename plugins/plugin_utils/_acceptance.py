@@ -21,8 +21,12 @@ Nothing here talks to a host; roles/acceptance sends the requests.
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any, Iterable, Mapping, Optional, Sequence
+
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._argv_tools import flag_value
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._prometheus_text import metric_sum
 
 #: The fixed question every probe asks.
 PROMPT = "Reply with one word: is this vLLM deployment serving?"
@@ -34,7 +38,6 @@ _PD_FILLER = ("The prefill engine computes this prompt's KV cache and the decode
 PD_PROMPT_WORDS = 96
 #: The decode engine's counter of bytes pulled over NIXL (vLLM's NixlConnector metrics).
 NIXL_BYTES = "vllm:nixl_bytes_transferred_sum"
-_SAMPLE = re.compile(r"^(?P<name>[A-Za-z_:][A-Za-z0-9_:]*)(?:\{(?P<labels>.*)\})?\s+(?P<value>\S+)")
 _SS_PID = re.compile(r"pid=([0-9]+)")
 _DIGITS = re.compile(r"[0-9]+")
 
@@ -42,17 +45,6 @@ _DIGITS = re.compile(r"[0-9]+")
 def _api_base(proc: Mapping[str, Any]) -> Optional[str]:
     url = proc.get("health_url")
     return url[: -len("/health")] if isinstance(url, str) and url.endswith("/health") else None
-
-
-def _flag(argv: Sequence[str], name: str) -> Optional[str]:
-    """The last value of ``--name VALUE`` or ``--name=VALUE`` in argv (None when absent)."""
-    value = None
-    for i, word in enumerate(argv):
-        if word == name and i + 1 < len(argv):
-            value = argv[i + 1]
-        elif word.startswith(name + "="):
-            value = word.split("=", 1)[1]
-    return value
 
 
 def pd_prompt(max_model_len: Optional[int]) -> str:
@@ -90,9 +82,13 @@ def _groups(engines: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
 
 
 def _connector(argv: Sequence[str]) -> Optional[str]:
-    config = _flag(argv, "--kv-transfer-config") or ""
-    match = re.search(r'"kv_connector"\s*:\s*"([^"]+)"', config)
-    return match.group(1) if match else None
+    """The ``kv_connector`` of an engine's ``--kv-transfer-config`` (None without a readable one)."""
+    try:
+        config = json.loads(flag_value(argv, "--kv-transfer-config") or "null")
+    except ValueError:
+        return None
+    connector = config.get("kv_connector") if isinstance(config, dict) else None
+    return connector if isinstance(connector, str) else None
 
 
 def _pd_pairs(engines: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -115,7 +111,7 @@ def _deployment_checks(name: str, dep: Mapping[str, Any], client: Optional[str])
         return None
     served = api[0].get("served") or {}
     model = served.get("name") or served.get("model") or ""
-    max_len = _flag(api[0].get("argv") or [], "--max-model-len")
+    max_len = flag_value(api[0].get("argv") or [], "--max-model-len")
     pairs = _pd_pairs(engines)
     door = (routers or api)[0]
     return {
@@ -164,20 +160,6 @@ def acceptance_checks(plan: Mapping[str, Any], *, client: Optional[str] = None) 
         ranks.extend({**common, **rank} for group in check["groups"]
                      for rank in [group["head"], *group["followers"]])
     return {"deployments": deployments, "warm": warm, "front": front, "metrics": metrics, "ranks": ranks}
-
-
-def metric_sum(metrics_text: str, name: str) -> Optional[float]:
-    """The sum of every sample of ``name`` in a Prometheus text exposition; None when absent."""
-    total, seen = 0.0, False
-    for line in metrics_text.splitlines():
-        match = _SAMPLE.match(line)
-        if match and match.group("name") == name:
-            try:
-                total += float(match.group("value"))
-            except ValueError:
-                continue
-            seen = True
-    return total if seen else None
 
 
 def container_pids(docker_top: str) -> set[int]:

@@ -25,13 +25,13 @@ from __future__ import annotations
 import json
 import math
 import re
-from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Optional, Sequence
 from urllib.parse import urlsplit
 
 import yaml
 
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._inventory import InventoryError
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._prometheus_text import Sample, parse_metrics
 
 __all__ = [
     "ALERT_DEFAULTS",
@@ -281,60 +281,8 @@ def alert_rules_text(given: Optional[Mapping[str, Any]] = None) -> str:
 
 
 # --------------------------------------------------------------------------------------
-# Reading /metrics
+# Reading /metrics (the exposition parser: _prometheus_text)
 # --------------------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class Sample:
-    name: str
-    labels: Mapping[str, str]
-    value: float
-
-
-_NAME_RE = re.compile(r"[A-Za-z_:][A-Za-z0-9_:]*")
-_LABEL_RE = re.compile(r'\s*([A-Za-z_][A-Za-z0-9_]*)\s*=\s*"((?:[^"\\]|\\.)*)"\s*(,|\})')
-_UNESCAPE = {"\\\\": "\\", '\\"': '"', "\\n": "\n"}
-
-
-def parse_metrics(text: str) -> list[Sample]:
-    """Samples of a Prometheus text exposition (format 0.0.4); comments and bad lines skipped."""
-    samples: list[Sample] = []
-    for raw in text.splitlines():
-        line = raw.strip()
-        if not line or line.startswith("#"):
-            continue
-        match = _NAME_RE.match(line)
-        if not match:
-            continue
-        name, rest = match.group(0), line[match.end():]
-        labels: dict[str, str] = {}
-        if rest.startswith("{"):
-            rest = rest[1:]
-            if rest.lstrip().startswith("}"):
-                rest = rest.lstrip()[1:]
-            else:
-                while True:
-                    label = _LABEL_RE.match(rest)
-                    if not label:
-                        rest = ""
-                        break
-                    labels[label.group(1)] = re.sub(r'\\[\\"n]', lambda m: _UNESCAPE[m.group(0)], label.group(2))
-                    rest = rest[label.end():]
-                    if label.group(3) == "}":
-                        break
-                    if rest.lstrip().startswith("}"):
-                        rest = rest.lstrip()[1:]
-                        break
-        parts = rest.split()
-        if not parts:
-            continue
-        try:
-            value = float(parts[0])
-        except ValueError:
-            continue
-        samples.append(Sample(name, labels, value))
-    return samples
-
 
 def _engine_figures(samples: Iterable[Sample]) -> dict[str, Optional[float]]:
     def values(name: str) -> list[float]:
