@@ -14,12 +14,26 @@ Every error names *where* the problem is (``key``: a dotted path such as
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Sequence
 
-__all__ = ["RecipeError", "RecipeLoadError", "SchemaError", "SelectionError", "describe_value"]
+__all__ = ["RecipeError", "RecipeLoadError", "SchemaError", "SelectionError", "describe_value", "key_path"]
 
 _MISSING: Any = object()
 _MAX_VALUE_CHARS = 120
+
+
+def key_path(parts: Sequence[Any], last_is_key: bool = False) -> str:
+    """The dotted path messages name: ``('variants', 'fp8', 'vram_minimum_gb')`` ->
+    ``variants.fp8.vram_minimum_gb``, list positions as ``[3]`` (``last_is_key``: the last part is
+    a mapping key even when it is a number)."""
+    out = ""
+    for index, part in enumerate(parts):
+        as_key = last_is_key and index == len(parts) - 1
+        if isinstance(part, int) and not isinstance(part, bool) and not as_key:
+            out += f"[{part}]"
+        else:
+            out += ("." if out else "") + str(part)
+    return out
 
 
 def describe_value(value: Any) -> str:

@@ -21,10 +21,9 @@ from pydantic import SecretStr
 
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils import _unitfile as U
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._deployment_spec import DeploymentSpec
-from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._errors import SelectionError
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._errors import SelectionError, key_path
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._secret import (
     VaultValue,
-    dotted,
     fingerprint,
     is_blank,
     shown_secret,
@@ -322,11 +321,11 @@ def check_vaulted(raw: Mapping[str, Any], where: str) -> frozenset[str]:
     """
     names: set[str] = set()
     for path, value in vault_paths(raw):
-        key = f"{where}.{dotted(path)}"
+        key = f"{where}.{key_path(path)}"
         in_env = len(path) == 2 and path[0] == "extra_env" and path[1] not in PLACEMENT_ENV
         if path not in _SECRET_PLACES and not in_env:
             read = (f"placement reads {path[1]} into the unit and plan.json" if path[0] == "extra_env"
-                    else f"{dotted(path)} reaches argv, units, paths or plan.json, which are not secret")
+                    else f"{key_path(path)} reaches argv, units, paths or plan.json, which are not secret")
             fix = (f"write {key} in clear text: placement needs its value" if path[0] == "extra_env"
                    else f"write {key} in clear text; a secret belongs in api_key, weights.token or extra_env")
             raise InventoryError(key, value=shown_secret(value),
@@ -349,8 +348,8 @@ def refuse_vaulted_host_vars(host: str, hostvars: Mapping[str, Any], address_var
         if var == "ansible_host" and address_var != "ansible_host":
             continue
         for path, value in vault_paths(hostvars[var], (var,)):
-            raise InventoryError(f"hostvars[{host!r}].{dotted(path)}", value=shown_secret(value),
+            raise InventoryError(f"hostvars[{host!r}].{key_path(path)}", value=shown_secret(value),
                                  expected="no Vault value in a host variable (it reaches argv, env files, "
                                           f"plan.json and PLAN.md); a Vault value may go in vllm_deployment's "
                                           f"{_VAULT_ACCEPTED}",
-                                 fix=f"write {dotted(path)} on {host} in clear text")
+                                 fix=f"write {key_path(path)} on {host} in clear text")

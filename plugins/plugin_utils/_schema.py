@@ -22,7 +22,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._errors import SchemaError
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._errors import SchemaError, key_path
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._schema_shapes import (
     SHAPE_ERROR,
     ArgList,
@@ -38,7 +38,6 @@ from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._schema_shapes 
     MinGpus,
     Number,
     Opt,
-    Path_,
     PoolNodes,
     ShellCommand,
     StrList,
@@ -385,17 +384,6 @@ _EXPECTED_BY_TYPE = {
 }
 
 
-def _dotted(loc: Path_, last_is_key: bool = False) -> str:
-    out = ""
-    for i, part in enumerate(loc):
-        as_key = last_is_key and i == len(loc) - 1
-        if isinstance(part, int) and not isinstance(part, bool) and not as_key:
-            out += f"[{part}]"
-        else:
-            out += ("." if out else "") + str(part)
-    return out
-
-
 def _to_schema_error(exc: ValidationError, source: str, prefix: str = "") -> SchemaError:
     errors = exc.errors(include_url=False)
     first = errors[0]
@@ -414,10 +402,10 @@ def _to_schema_error(exc: ValidationError, source: str, prefix: str = "") -> Sch
         expected = "a string key"
     elif kind != SHAPE_ERROR:
         expected = _EXPECTED_BY_TYPE.get(kind, first.get("msg", "a valid value"))
-    key = _dotted(((prefix,) if prefix else ()) + loc, last_is_key=is_key)
+    key = key_path(((prefix,) if prefix else ()) + loc, last_is_key=is_key)
     reason = ""
     if len(errors) > 1:
-        others = ", ".join(_dotted(tuple(e["loc"])) for e in errors[1:4])
+        others = ", ".join(key_path(tuple(e["loc"])) for e in errors[1:4])
         more = "..." if len(errors) > 4 else ""
         reason = f"{len(errors) - 1} more problem(s) at {others}{more}"
     if kind == "missing":

@@ -19,7 +19,7 @@ from __future__ import annotations
 import hashlib
 from typing import Any, Iterator, Mapping
 
-__all__ = ["VaultValue", "dotted", "fingerprint", "is_blank", "shown_secret", "vault_paths"]
+__all__ = ["VaultValue", "fingerprint", "is_blank", "shown_secret", "vault_paths"]
 
 
 def fingerprint(secret: str) -> str:
@@ -56,11 +56,3 @@ def vault_paths(value: Any, path: tuple[Any, ...] = ()) -> Iterator[tuple[tuple[
     elif isinstance(value, (list, tuple)):
         for index, item in enumerate(value):
             yield from vault_paths(item, path + (index,))
-
-
-def dotted(path: tuple[Any, ...]) -> str:
-    """``('extra_env', 'X')`` -> ``extra_env.X``; ``('advanced_args', 3)`` -> ``advanced_args[3]``."""
-    out = ""
-    for part in path:
-        out += f"[{part}]" if isinstance(part, int) and not isinstance(part, bool) else ("." if out else "") + str(part)
-    return out

@@ -28,7 +28,8 @@ from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils import _placeme
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils import _render as R
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._deployment_spec import DeploymentSpec
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._errors import RecipeError
-from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._secret import VaultValue, dotted
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._errors import key_path
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._secret import VaultValue
 
 SETTINGS = settings(max_examples=120, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
 ENGINE = P.engine_factory()
@@ -98,7 +99,7 @@ def test_any_vault_value_reaches_only_the_secret_files(where, plaintext):
     except (RecipeError, ValueError) as exc:
         message = str(exc)
         assert plaintext not in message, message
-        assert dotted(path) in message, message  # refused by the key the user wrote
+        assert key_path(path) in message, message  # refused by the key the user wrote
         return
     only_in_secret_files(files, plaintext)
     if path[0] == "extra_env":  # routed, not dropped: the container gets it from the secret file
