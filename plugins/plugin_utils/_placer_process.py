@@ -44,6 +44,7 @@ from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._vendors import
 
 #: The fix for a value of a pinned record (``resolution_file``).
 REPIN = "re-render and pin the new plan.json (or correct the value in the resolution file)"
+_NO_SECRET_IN_ARGV = "no secret on the command line (argv is visible in `ps`, unit files and `docker inspect`)"
 
 
 def drop_api_key(decl: DeclaredDeployment, argv: list[str], unit: str, origin: Optional[Origin] = None) -> list[str]:
@@ -58,16 +59,12 @@ def drop_api_key(decl: DeclaredDeployment, argv: list[str], unit: str, origin: O
             value = token.split("=", 1)[1] if "=" in token else (
                 argv[index + 1] if index + 1 < len(argv) else "")
             step = 1 if "=" in token else 2
-            if value not in ("$API_KEY", "${API_KEY}") and origin is not None:
-                raise PlacementError(origin.argv, value="--api-key <literal>",
-                                     expected="no secret on the command line (argv is visible in `ps`, unit "
-                                              "files and `docker inspect`)",
-                                     fix=f"remove --api-key from the resolution file or {REPIN}; set "
-                                         "vllm_deployment.api_key (vault) instead", source=decl.source)
             if value not in ("$API_KEY", "${API_KEY}"):
-                raise deployment_error(decl, "advanced_args", "--api-key <literal>",
-                                       "no secret on the command line (argv is visible in "
-                                       "`ps`, unit files and `docker inspect`)",
+                if origin is not None:  # a pinned record wrote it: named at its key in the resolution file
+                    raise PlacementError(origin.argv, value="--api-key <literal>", expected=_NO_SECRET_IN_ARGV,
+                                         fix=f"remove --api-key from the resolution file or {REPIN}; set "
+                                             "vllm_deployment.api_key (vault) instead", source=decl.source)
+                raise deployment_error(decl, "advanced_args", "--api-key <literal>", _NO_SECRET_IN_ARGV,
                                        "remove --api-key from advanced_args and set "
                                        "vllm_deployment.api_key (vault); it reaches vLLM as VLLM_API_KEY "
                                        "through the 0600 env file")

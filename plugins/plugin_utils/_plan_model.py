@@ -12,9 +12,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Optional, Union
 
-from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._errors import SchemaError
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._argv_tools import EngineArgs
-from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._errors import describe_value
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._errors import SchemaError, describe_value
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._launch import PlacementView
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._inventory import (
     DeclaredDeployment,

@@ -236,15 +236,12 @@ def _code(text: str) -> str:
     return f"{fence}{pad}{_md_cell(text)}{pad}{fence}"
 
 
-_ranges = number_ranges
-
-
 def _ports_text(proc: Process) -> str:
     """``8001 (api), 5565-5572 (nixl-side-channel)``: consecutive ports of one purpose folded."""
     by_purpose: dict[str, list[int]] = {}
     for port in proc.ports:
         by_purpose.setdefault(port.purpose, []).append(port.number)
-    return ", ".join(f"{_ranges(numbers)} ({purpose})" for purpose, numbers in by_purpose.items()) or "-"
+    return ", ".join(f"{number_ranges(numbers)} ({purpose})" for purpose, numbers in by_purpose.items()) or "-"
 
 
 def render_plan_md(fleet: FleetPlan) -> str:
@@ -289,7 +286,7 @@ def render_plan_md(fleet: FleetPlan) -> str:
                 rank = f"instance {proc.instance}: {rank}"
             image = f"`{proc.image}`" if proc.image else f"venv `{proc.exec_argv[0]}`"
             out.append("| " + " | ".join([
-                proc.host, f"`{proc.unit_file}`", rank, ports, _ranges(proc.gpus), image,
+                proc.host, f"`{proc.unit_file}`", rank, ports, number_ranges(proc.gpus), image,
                 _code(shlex.join(proc.argv)),
             ]) + " |")
         out.append("")
@@ -297,7 +294,7 @@ def render_plan_md(fleet: FleetPlan) -> str:
             "|---|---|---|---|---|"]
     data = plan_to_dict(fleet)
     for name, entry in data["hosts"].items():
-        gpus = "; ".join(f"{d}: {_ranges(g)}" for d, g in entry["gpus"].items()) or "-"
+        gpus = "; ".join(f"{d}: {number_ranges(g)}" for d, g in entry["gpus"].items()) or "-"
         out.append(f"| {name} | {entry['address']} | {entry['interface'] or '-'} | "
                    f"{len(entry['units'])} | {gpus} |")
     out.append("")
