@@ -65,8 +65,13 @@ class PlacerBase(ProcessPlacer):
     def _absorb(self, view: PlacementView) -> None:
         if self.image is None:
             self.image = view.image
-            if view.origin is not None and view.image is not None and self.spec.image is None:
-                check_image(view.origin.image, view.image)  # a pinned record's image: never a docker flag
+            if view.origin is not None and self.spec.image is None:  # a pinned record's image
+                if not view.image:
+                    raise PlacementError(view.origin.image, value=view.image,
+                                         expected="a container image (the pinned record gives none; "
+                                                  "vllm_deployment.image would be used instead)",
+                                         fix=REPIN, source=self.decl.source)
+                check_image(view.origin.image, view.image)  # never a docker flag
         self.vendor = vendor_key(self.engine.hardware_profile, self.engine.hardware_id, view.docker_meta)
         env = view.env
         # the operator's extra_env wins over the recipe's (it also reaches the container env)
