@@ -294,7 +294,7 @@ def pd_rows(deployment: str, pairs: Sequence[Mapping[str, Any]],
         detail = f"{int(moved)} bytes over {transport}" if ok else (
             f"decode {pair['decode']} pulled no KV cache from prefill ({', '.join(pair['prefill_hosts'])}) "
             f"over {transport}: {NIXL_BYTES} " + ("absent" if end is None else f"{start} -> {end}")
-            + "; decode recomputed the prompt")
+            + " during the probes (the transfer failed or stalled, or decode recomputed the prompt)")
         row = _row(deployment, "KV transfer", target, ok, detail)
         row["bytes"] = int(moved) if end is not None else None
         rows.append(row)
