@@ -138,3 +138,31 @@ def saved_files(root: Path, doc: str) -> dict[str, str]:
         if match.group(1) in ("yaml", "yml") and named:
             saved[named.group(1)] = match.group(2)
     return saved
+
+
+# ansible-playbook options that take a value (the word after one is not a playbook).
+VALUE_OPTIONS = {"-i", "--inventory", "-e", "--extra-vars", "-l", "--limit", "-t", "--tags", "--skip-tags", "-u",
+                 "--user", "-f", "--forks", "-c", "--connection", "--vault-id", "--vault-password-file"}
+
+
+def split_playbooks(argv: list[str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """An ansible-playbook command as (its options, its playbooks)."""
+    options, playbooks = [], []
+    for index, word in enumerate(argv[1:], start=1):
+        if word.startswith("-") or argv[index - 1] in VALUE_OPTIONS:
+            options.append(word)
+        else:
+            playbooks.append(word)
+    return tuple(options), tuple(playbooks)
+
+
+def syntax_check_groups(blocks: list[CommandBlock]) -> dict[tuple[str, ...], tuple[list[str], list[str]]]:
+    """The ansible-playbook commands of BLOCKS grouped by their options: options -> (playbooks, where)."""
+    groups: dict[tuple[str, ...], tuple[list[str], list[str]]] = {}
+    for block in blocks:
+        for argv in block.ansible_playbook_commands():
+            options, playbooks = split_playbooks(argv)
+            found, where = groups.setdefault(options, ([], []))
+            found += [p for p in playbooks if p not in found]
+            where += [block.where] if block.where not in where else []
+    return groups

@@ -9,7 +9,10 @@ bundle wheel that ``make collections`` caches in ``.cache/ansible-bundle`` (the 
 roles name their modules, so syntax-checking deploy.yml needs them; rendering does not).
 With ``ANSIBLE_COLLECTIONS_PATH`` set to that path only, outside the checkout (no
 ansible.cfg), an example inventory is rendered through ``vllm_fleet.recipes.render`` and
-every shipped playbook is syntax-checked by its FQCN.
+every shipped playbook is syntax-checked by its FQCN. The documented examples run against one
+install per minor (fixture ``installed``): plugin EXAMPLES and the task/play blocks of README.md and
+docs/ as plays on localhost; their sh/bash/console/python blocks as a reader runs them, from a
+directory outside the checkout (tests/unit/doc_examples.py says how a block opts out).
 
 The fresh venvs are installed from a wheelhouse that ``pip download`` fills first (the
 offline recipe of docs/install.md), and cached by a hash of what went into them under
@@ -34,7 +37,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-from doc_examples import CommandBlock, Example, command_blocks, doc_examples, plugin_examples, saved_files, skip_reasons
+from doc_examples import (CommandBlock, Example, command_blocks, doc_examples, plugin_examples, saved_files,
+                          skip_reasons, syntax_check_groups)
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
@@ -427,37 +431,11 @@ def _run_block(installed: Installed, block: CommandBlock, number: int) -> str | 
             f"\n--- stderr (tail)\n{proc.stderr[-2000:]}")
 
 
-# ansible-playbook options that take a value (the word after one is not a playbook).
-VALUE_OPTIONS = {"-i", "--inventory", "-e", "--extra-vars", "-l", "--limit", "-t", "--tags", "--skip-tags", "-u",
-                 "--user", "-f", "--forks", "-c", "--connection", "--vault-id", "--vault-password-file"}
-
-
-def split_playbooks(argv: list[str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """An ansible-playbook command as (its options, its playbooks)."""
-    options, playbooks = [], []
-    for index, word in enumerate(argv[1:], start=1):
-        takes_value = argv[index - 1] in VALUE_OPTIONS
-        (playbooks if not takes_value and not word.startswith("-") else options).append(word)
-    return tuple(options), tuple(playbooks)
-
-
-def _syntax_checks(blocks: list[CommandBlock]) -> dict[tuple[str, ...], tuple[list[str], list[str]]]:
-    """The ansible-playbook commands of BLOCKS grouped by their options: options -> (playbooks, where)."""
-    groups: dict[tuple[str, ...], tuple[list[str], list[str]]] = {}
-    for block in blocks:
-        for argv in block.ansible_playbook_commands():
-            options, playbooks = split_playbooks(argv)
-            found, where = groups.setdefault(options, ([], []))
-            found += [p for p in playbooks if p not in found]
-            where += [block.where] if block.where not in where else []
-    return groups
-
-
 def test_playbook_commands_are_grouped_by_their_options():
     block = CommandBlock("X.md:1", "sh", "ansible-playbook -i inventory.yml vllm_fleet.recipes.deploy --check --diff\n"
                          "ansible-playbook -i inventory.yml vllm_fleet.recipes.drift --check --diff\n"
                          "ansible-playbook -i inventory.yml vllm_fleet.recipes.verify -e vllm_acceptance=false\n")
-    assert _syntax_checks([block]) == {
+    assert syntax_check_groups([block]) == {
         ("-i", "inventory.yml", "--check", "--diff"): (["vllm_fleet.recipes.deploy", "vllm_fleet.recipes.drift"],
                                                       ["X.md:1"]),
         ("-i", "inventory.yml", "-e", "vllm_acceptance=false"): (["vllm_fleet.recipes.verify"], ["X.md:1"]),
@@ -473,7 +451,7 @@ def test_documented_commands_run_from_the_installed_tarball(installed):
     blocks = _command_blocks()
     failed = [problem for number, block in enumerate(blocks) if block.skip_reason is None
               for problem in [_run_block(installed, block, number)] if problem]
-    checks = _syntax_checks([b for b in blocks if b.skip_reason is not None])
+    checks = syntax_check_groups([b for b in blocks if b.skip_reason is not None])
     assert len(checks) >= 3, checks
     for options, (playbooks, where) in checks.items():
         argv = [str(installed.venv / "bin" / "ansible-playbook"), *options, *playbooks, "--syntax-check"]
