@@ -436,8 +436,8 @@ def test_playbook_commands_are_grouped_by_their_options():
                          "ansible-playbook -i inventory.yml vllm_fleet.recipes.drift --check --diff\n"
                          "ansible-playbook -i inventory.yml vllm_fleet.recipes.verify -e vllm_acceptance=false\n")
     assert syntax_check_groups([block]) == {
-        ("-i", "inventory.yml", "--check", "--diff"): (["vllm_fleet.recipes.deploy", "vllm_fleet.recipes.drift"],
-                                                      ["X.md:1"]),
+        ("-i", "inventory.yml", "--check", "--diff"): (
+            ["vllm_fleet.recipes.deploy", "vllm_fleet.recipes.drift"], ["X.md:1"]),
         ("-i", "inventory.yml", "-e", "vllm_acceptance=false"): (["vllm_fleet.recipes.verify"], ["X.md:1"]),
     }
 
