@@ -9,7 +9,10 @@ bundle wheel that ``make collections`` caches in ``.cache/ansible-bundle`` (the 
 roles name their modules, so syntax-checking deploy.yml needs them; rendering does not).
 With ``ANSIBLE_COLLECTIONS_PATH`` set to that path only, outside the checkout (no
 ansible.cfg), an example inventory is rendered through ``vllm_fleet.recipes.render`` and
-every shipped playbook is syntax-checked by its FQCN.
+every shipped playbook is syntax-checked by its FQCN. The documented examples run against one
+install per minor (fixture ``installed``): plugin EXAMPLES and the task/play blocks of README.md and
+docs/ as plays on localhost; their sh/bash/console/python blocks as a reader runs them, from a
+directory outside the checkout (tests/unit/doc_examples.py says how a block opts out).
 
 The fresh venvs are installed from a wheelhouse that ``pip download`` fills first (the
 offline recipe of docs/install.md), and cached by a hash of what went into them under
@@ -23,16 +26,19 @@ import hashlib
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
 import tarfile
 import zipfile
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 import yaml
-from doc_examples import Example, doc_examples, plugin_examples
+from doc_examples import (CommandBlock, Example, command_blocks, doc_examples, plugin_examples, saved_files,
+                          skip_reasons, syntax_check_groups)
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
@@ -297,9 +303,12 @@ def test_tarball_installs_renders_and_syntax_checks(tarball, tmp_path, minor):
         assert f"playbook: {installed / 'playbooks' / name}.yml" in checked.stdout, checked.stdout
 
 
+def _docs() -> list[str]:
+    return ["README.md", *sorted(str(p.relative_to(REPO)) for p in (REPO / "docs").rglob("*.md"))]
+
+
 def _examples() -> list[Example]:
-    docs = ["README.md", *sorted(str(p.relative_to(REPO)) for p in (REPO / "docs").rglob("*.md"))]
-    return plugin_examples(REPO) + doc_examples(REPO, docs)
+    return plugin_examples(REPO) + doc_examples(REPO, _docs())
 
 
 def test_every_example_runs_or_says_why_not():
@@ -313,19 +322,49 @@ def test_every_example_runs_or_says_why_not():
         assert must in runnable, f"{must}: its example must run from an installed collection"
 
 
-@pytest.mark.parametrize("minor", TESTED_MINORS)
-def test_documented_examples_run_from_the_installed_tarball(tarball, tmp_path, minor):
+@dataclass(frozen=True)
+class Installed:
+    """The tarball installed into a fresh venv's user collections path, and a working directory outside the checkout."""
+    minor: str
+    venv: Path
+    home: Path  # $HOME: the collection is in ~/.ansible/collections, where the docs say it lands
+    collections: Path
+    work: Path  # the reader's current directory, with README.md's inventory.yml saved in it
+
+    @property
+    def root(self) -> Path:
+        return self.collections / "ansible_collections" / "vllm_fleet" / "recipes"
+
+    def env(self) -> dict[str, str]:
+        """As a reader's shell with the venv activated: the venv first on PATH, only these collections."""
+        return dict(_isolated_env(self.venv, self.collections), HOME=str(self.home))
+
+
+@pytest.fixture(scope="module", params=TESTED_MINORS)
+def installed(request, tarball, tmp_path_factory) -> Installed:
+    """One install of the tarball per tested minor, shared by the tests that run the docs' examples."""
+    minor = request.param
+    scratch = tmp_path_factory.mktemp(f"installed-{minor}")
+    venv = fresh_venv(minor, _read_member(tarball, "requirements.txt"), scratch)
+    home = scratch / "home"
+    collections = home / ".ansible" / "collections"
+    collections.mkdir(parents=True)
+    install_collections(venv, tarball, collections)
+    work = scratch / "work"  # outside the checkout
+    work.mkdir()
+    for rel, text in saved_files(REPO, "README.md").items():
+        (work / rel).parent.mkdir(parents=True, exist_ok=True)
+        (work / rel).write_text(text, encoding="utf-8")
+    return Installed(minor, venv, home, collections, work)
+
+
+def test_documented_examples_run_from_the_installed_tarball(installed):
     """Every plugin EXAMPLES and every task/play block of README.md and docs/ without the skip marker,
     as tasks of a play on localhost, with the tarball installed in an empty collections path and the
     installed pd_cluster example as inventory (vllm_plan compiles its deployment)."""
-    venv = fresh_venv(minor, _read_member(tarball, "requirements.txt"), tmp_path)
-    collections = tmp_path / "collections"
-    collections.mkdir()
-    install_collections(venv, tarball, collections)
-    env = _isolated_env(venv, collections)
-    work = tmp_path / "work"  # outside the checkout
-    work.mkdir()
-    inventory = collections / "ansible_collections" / "vllm_fleet" / "recipes" / "playbooks" / "examples" / "pd_cluster" / "inventory.yml"
+    env = installed.env()
+    work = installed.work
+    inventory = installed.root / "playbooks" / "examples" / "pd_cluster" / "inventory.yml"
     failed = []
     for number, example in enumerate(e for e in _examples() if e.skip_reason is None):
         tasks = yaml.safe_load(example.text)
@@ -333,13 +372,94 @@ def test_documented_examples_run_from_the_installed_tarball(tarball, tmp_path, m
                                                 "tasks": tasks}]
         playbook = work / f"example-{number}.yml"
         playbook.write_text(yaml.safe_dump(plays, sort_keys=False), encoding="utf-8")
-        proc = subprocess.run([str(venv / "bin" / "ansible-playbook"), "-i", str(inventory), str(playbook)], env=env,
-                              cwd=work, capture_output=True, text=True, check=False, timeout=600)
+        proc = subprocess.run([str(installed.venv / "bin" / "ansible-playbook"), "-i", str(inventory), str(playbook)],
+                              env=env, cwd=work, capture_output=True, text=True, check=False, timeout=600)
         shown = re.findall(r'"msg": ', proc.stdout)
         if proc.returncode != 0 or "ok: [localhost]" not in proc.stdout:
             failed.append(f"{example.where}: exited {proc.returncode}\n{proc.stdout[-3000:]}\n{proc.stderr[-2000:]}")
         elif "ansible.builtin.debug" in example.text and not shown:
             failed.append(f"{example.where}: its debug task printed nothing\n{proc.stdout[-2000:]}")
+    assert not failed, "\n\n".join(failed)
+
+
+def _command_blocks() -> list[CommandBlock]:
+    return command_blocks(REPO, _docs())
+
+
+def test_every_command_block_runs_or_says_why_not():
+    """Each sh/bash/console/python block of README.md and docs/ runs (the test below) or is marked with a reason."""
+    blocks = _command_blocks()
+    assert {b.lang for b in blocks} == {"sh", "bash", "console", "python"}, blocks
+    unexplained = [f"{b.where}: {test}" for b in blocks for test, why in skip_reasons(b.text).items() if not why]
+    assert not unexplained, f"a '# not run by <test>:' marker needs a reason: {unexplained}"
+    empty = [b.where for b in blocks if not b.script.strip()]
+    assert not empty, f"console blocks without a '$ ' command line: {empty}"
+    runs = {b.where.split(":")[0] for b in blocks if b.skip_reason is None}
+    for doc in ("docs/install.md", "docs/plan.md", "docs/engine.md"):
+        assert doc in runs, f"{doc}: none of its command blocks runs from an installed collection"
+
+
+def test_command_block_markers_and_console_prompts():
+    block = CommandBlock("X.md:1", "console", "# not run by tests/unit/test_readme.py: a\n"
+                         "# not run by tests/unit/test_install.py: needs hosts\n"
+                         "$ ansible-playbook -i inventory.yml vllm_fleet.recipes.drift \\\n"
+                         "    --check   # and a comment\noutput line\n$ echo done\n")
+    assert skip_reasons(block.text) == {"tests/unit/test_readme.py": "a", "tests/unit/test_install.py": "needs hosts"}
+    assert block.skip_reason == "needs hosts"
+    assert block.ansible_playbook_commands() == [
+        ["ansible-playbook", "-i", "inventory.yml", "vllm_fleet.recipes.drift", "--check"]]
+    assert CommandBlock("X.md:1", "sh", "make demo\n# not run by tests/unit/test_install.py: late\n").skip_reason is None
+
+
+def _run_block(installed: Installed, block: CommandBlock, number: int) -> str | None:
+    """Run BLOCK as a reader would from the working directory: what went wrong, or None."""
+    env = installed.env()
+    if block.lang == "python":
+        script = installed.work / f"snippet-{number}.py"
+        script.write_text(block.text, encoding="utf-8")
+        # docs/development.md: Python outside Ansible finds the collection on PYTHONPATH.
+        env["PYTHONPATH"] = str(installed.collections)
+        argv = [str(installed.venv / "bin" / "python"), str(script)]
+    else:
+        # Rendering an inventory that does not parse must fail, not render nothing.
+        env["ANSIBLE_INVENTORY_UNPARSED_FAILED"] = "true"
+        argv = ["bash", "-eu", "-o", "pipefail", "-c", block.script]
+    proc = subprocess.run(argv, cwd=installed.work, env=env, capture_output=True, text=True, check=False, timeout=300)
+    if proc.returncode == 0:
+        return None
+    return (f"{block.where}: exited {proc.returncode}\n{block.script}\n--- stdout (tail)\n{proc.stdout[-3000:]}"
+            f"\n--- stderr (tail)\n{proc.stderr[-2000:]}")
+
+
+def test_playbook_commands_are_grouped_by_their_options():
+    block = CommandBlock("X.md:1", "sh", "ansible-playbook -i inventory.yml vllm_fleet.recipes.deploy --check --diff\n"
+                         "ansible-playbook -i inventory.yml vllm_fleet.recipes.drift --check --diff\n"
+                         "ansible-playbook -i inventory.yml vllm_fleet.recipes.verify -e vllm_acceptance=false\n")
+    assert syntax_check_groups([block]) == {
+        ("-i", "inventory.yml", "--check", "--diff"): (
+            ["vllm_fleet.recipes.deploy", "vllm_fleet.recipes.drift"], ["X.md:1"]),
+        ("-i", "inventory.yml", "-e", "vllm_acceptance=false"): (["vllm_fleet.recipes.verify"], ["X.md:1"]),
+    }
+
+
+def test_documented_commands_run_from_the_installed_tarball(installed):
+    """Every sh/bash/console/python block of README.md and docs/ without the marker runs, in turn, in a
+    directory outside the checkout holding README.md's inventory.yml, with the venv on PATH and the
+    tarball installed in ~/.ansible/collections. The ansible-playbook commands of the marked blocks (they
+    need hosts) are syntax-checked with the same arguments, one run per set of options: each names a
+    playbook the installed collection has, and flags ansible-playbook takes."""
+    blocks = _command_blocks()
+    failed = [problem for number, block in enumerate(blocks) if block.skip_reason is None
+              for problem in [_run_block(installed, block, number)] if problem]
+    checks = syntax_check_groups([b for b in blocks if b.skip_reason is not None])
+    assert len(checks) >= 3, checks
+    for options, (playbooks, where) in checks.items():
+        argv = [str(installed.venv / "bin" / "ansible-playbook"), *options, *playbooks, "--syntax-check"]
+        proc = subprocess.run(argv, cwd=installed.work, env=installed.env(), capture_output=True, text=True,
+                              check=False, timeout=300)
+        if proc.returncode != 0:
+            failed.append(f"{', '.join(where)}: `{shlex.join(argv[1:])}` exited {proc.returncode}\n"
+                          f"{proc.stdout[-1000:]}\n{proc.stderr[-2000:]}")
     assert not failed, "\n\n".join(failed)
 
 

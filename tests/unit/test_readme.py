@@ -9,8 +9,9 @@ downloaded, as in a clone where they were made before. A ``yaml`` block whose fi
 saved at that path first: the README tells the reader to save it.
 
 A block that cannot run here (it needs root, real hosts or the network) starts with the line
-``# not run by tests/unit/test_readme.py: <why>``; the reason is required. docs/install.md uses
-the same marker.
+``# not run by tests/unit/test_readme.py: <why>``; the reason is required. tests/unit/test_install.py
+runs the blocks of README.md and docs/ from an installed collection and has its own marker line
+(tests/unit/doc_examples.py); a block may start with both.
 """
 
 from __future__ import annotations
@@ -23,13 +24,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from doc_examples import skip_reasons
 
 REPO = Path(__file__).resolve().parents[2]
-SKIP_MARKER = "# not run by tests/unit/test_readme.py:"
+THIS_TEST = "tests/unit/test_readme.py"
+SKIP_MARKER = f"# not run by {THIS_TEST}:"
 FENCE = re.compile(r"^```([\w-]*)[ \t]*\n(.*?)^```[ \t]*$", re.M | re.S)
 SAVED_FILE = re.compile(r"#\s*([\w./-]+\.ya?ml)\s*$")
 # Documents whose marked blocks are checked for a reason (README.md's others also run).
-MARKED_DOCS = ("README.md", "docs/install.md")
+MARKED_DOCS = ("README.md",)
 
 
 @dataclass(frozen=True)
@@ -45,9 +48,7 @@ class Block:
     @property
     def skip_reason(self) -> str | None:
         """The reason after the skip marker, '' when the marker has none, None when unmarked."""
-        if not self.first_line.startswith(SKIP_MARKER):
-            return None
-        return self.first_line[len(SKIP_MARKER):].strip()
+        return skip_reasons(self.body).get(THIS_TEST)
 
     @property
     def saved_as(self) -> str | None:
