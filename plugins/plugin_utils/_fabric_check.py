@@ -210,7 +210,7 @@ def _last_json(stdout: str) -> Optional[dict[str, Any]]:
 
 
 def _tail(text: str, lines: int = 6) -> str:
-    rows = [row.strip() for row in (text or "").splitlines() if row.strip() and not row.startswith("frame #")]
+    rows = [row.strip() for row in (text or "").splitlines() if row.strip().strip("^~") and not row.startswith("frame #")]
     return " | ".join(rows[-lines:])
 
 
@@ -225,10 +225,13 @@ def rank_failure(rank: Mapping[str, Any], group: Mapping[str, Any], result: Mapp
         cause = f"no answer within {group.get('timeout_s', '?')} s (the outer timeout killed the probe, rc {rc})"
     else:
         cause = (record or {}).get("error") or result.get("msg") or f"rc {rc}"
-    stderr = _tail(str(result.get("stderr") or ""))
+    stderr = _tail(str(result.get("stderr") or ""), 3)
+    seen = (record or {}).get("env") or {}
+    interface = _interface(seen, group["backend"]) or rank.get("interface") or "(none set)"
+    address = seen.get("VLLM_HOST_IP") or rank.get("address")
     return (f"{rank['host']}: {group['backend']} all-reduce of group {group['group']} (rank {rank['rank']} of "
-            f"{group['world_size']}) failed on interface {rank.get('interface') or '(none set)'}, address "
-            f"{rank.get('address')}, master {group['master_addr']}:{group['master_port']}: {cause}"
+            f"{group['world_size']}) failed on interface {interface}, address "
+            f"{address}, master {group['master_addr']}:{group['master_port']}: {cause}"
             + (f"; stderr: {stderr}" if stderr else ""))
 
 

@@ -131,12 +131,14 @@ def test_slow_links_read_in_megabytes():
 def test_a_failed_rank_names_host_interface_address_master_and_the_error():
     checks = F.fabric_checks(golden("multi_node_tp_pp"), SCRIPT)
     r0, r1 = checks["ranks"]
-    error = json.dumps({"probe": "collective", "ok": False, "error": "RuntimeError: no device nosuch0"})
+    error = json.dumps({"probe": "collective", "ok": False, "error": "RuntimeError: no device nosuch0",
+                        "env": {"GLOO_SOCKET_IFNAME": "nosuch0"}})
     report = F.fabric_report(checks, [rank_result(r0, stdout=ok_line(0)),
-                                      rank_result(r1, rc=1, stdout=error, stderr="Traceback\n  line\nboom: gloo\n")])
+                                      rank_result(r1, rc=1, stdout=error, stderr="Traceback\n  line\n  ^^^^\nboom: gloo\n")])
     assert not report["passed"]
     (message,) = report["failures"]
-    for part in ("b:", "rank 1 of 2", "interface eth1", "address 10.3.0.2", "master 10.3.0.1:29601",
+    # the interface the probe container saw (its fabric env file), not only the plan's
+    for part in ("b:", "rank 1 of 2", "interface nosuch0", "address 10.3.0.2", "master 10.3.0.1:29601",
                  "RuntimeError: no device nosuch0", "stderr: Traceback | line | boom: gloo"):
         assert part in message
     assert report["lines"][0].endswith("FAILED (1 of 2 ranks)")
