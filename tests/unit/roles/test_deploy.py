@@ -524,6 +524,8 @@ def test_deploy_playbook_shape():
     # The argv check (docs/validation.md) runs after the pull, before anything else changes.
     expected = list(DEPLOY_ROLES)
     expected.insert(expected.index("image") + 1, "image:argv_check")
+    # The fabric check (docs/verify.md) runs after the fabric env files are written, before any engine.
+    expected.insert(expected.index("fabric") + 1, "fabric:collective")
     assert order == expected
     imports = [t for t in preflight_play["tasks"] if "ansible.builtin.import_role" in t]
     preflight = [t["ansible.builtin.import_role"]["name"].rsplit(".", 1)[1] for t in imports]
