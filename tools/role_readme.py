@@ -18,7 +18,7 @@ from pathlib import Path
 import yaml
 
 REPO = Path(__file__).resolve().parents[1]
-ROLES = ("preflight", "image", "weights", "fabric", "engine", "router", "monitoring", "acceptance")
+ROLES = ("preflight", "image", "weights", "fabric", "engine", "router", "monitoring", "acceptance", "benchmark")
 MARKER = "<!-- Generated from meta/argument_specs.yml by tools/role_readme.py: edit the specs, not this table. -->"
 
 

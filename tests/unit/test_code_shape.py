@@ -20,7 +20,9 @@ MAX_CLASS_LINES = 250
 #: Packages a file may import inside functions: _argv_checker.py runs inside an engine image and imports
 #: that image's vLLM / vllm-router (absent on the controller, their layout differs per version), and the
 #: image's pydantic, which validates vLLM's config fields the way vLLM does.
-INNER_IMPORTS_ALLOWED = {"plugins/module_utils/_argv_checker.py": frozenset({"vllm", "vllm_router", "pydantic"})}
+INNER_IMPORTS_ALLOWED = {"plugins/module_utils/_argv_checker.py": frozenset({"vllm", "vllm_router", "pydantic"}),
+                         # optional on the controller: without it the benchmark says how to install it
+                         "plugins/action/vllm_benchmark_report.py": frozenset({"matplotlib"})}
 
 
 def python_sources() -> dict[str, str]:

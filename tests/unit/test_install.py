@@ -144,6 +144,9 @@ IMPORT_TO_DIST = {"pydantic": "pydantic", "pydantic_core": "pydantic", "yaml": "
 # Files that never run on the controller: the argv checker runs inside the engine image, with
 # that image's vLLM and vllm-router (docs/validation.md).
 NOT_CONTROLLER_CODE = {"plugins/module_utils/_argv_checker.py"}
+# Optional controller imports: imported inside a function that says how to install them when missing,
+# declared in requirements-dev.txt (the test venv), not in requirements.txt. Module -> the one file that may.
+OPTIONAL_IMPORTS = {"matplotlib": "plugins/action/vllm_benchmark_report.py"}
 
 
 def third_party_imports(root: Path) -> dict[str, list[str]]:
@@ -176,6 +179,9 @@ def test_requirements_declare_what_the_engine_imports():
     names = _declared(REPO / "requirements.txt")
     imports = third_party_imports(REPO)
     assert "pydantic" in imports, imports  # the scan sees the engine
+    for module, allowed in OPTIONAL_IMPORTS.items():
+        assert set(imports.pop(module, [allowed])) == {allowed}, f"only {allowed} may import the optional {module}"
+        assert module in _declared(REPO / "requirements-dev.txt"), f"requirements-dev.txt does not declare {module}"
     unmapped = {m: files for m, files in imports.items() if m not in IMPORT_TO_DIST}
     assert not unmapped, f"new third-party imports (add them to requirements.txt and IMPORT_TO_DIST): {unmapped}"
     missing = {IMPORT_TO_DIST[m] for m in imports} - names
