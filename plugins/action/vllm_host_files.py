@@ -40,6 +40,13 @@ def _strings(value: Any) -> list[str]:
     return [to_text(v) for v in (value or [])]
 
 
+def _crash_summary(written: Mapping[str, Any]) -> str:
+    """The writer's failure in words when it returned no message (it crashed on the host)."""
+    parts = [f"{key}: {to_text(written[key]).strip()[-1500:]}"
+             for key in ("exception", "module_stderr", "module_stdout") if to_text(written.get(key) or "").strip()]
+    return f"{WRITER} failed on the host" + (" (" + "; ".join(parts) + ")" if parts else " without a message")
+
+
 class ActionModule(ActionBase):
     """Select, write (one module call) and report the restarts of one step's files."""
 
@@ -92,7 +99,7 @@ class ActionModule(ActionBase):
                                        module_args={"specs": step["specs"], "dirs": step["dirs"],
                                                     "units": step["scan"]})
         if written.get("failed"):
-            result.update(failed=True, msg=written.get("msg", "vllm_files_write failed"),
+            result.update(failed=True, msg=written.get("msg") or _crash_summary(written),
                           files=written.get("files", []))
             return result
         scanned = written.get("units") or []

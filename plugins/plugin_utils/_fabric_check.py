@@ -18,9 +18,12 @@ underlying error. roles/fabric/tasks/collective.yml runs the commands.
 from __future__ import annotations
 
 import json
+import posixpath
 import re
 from typing import Any, Mapping, Optional, Sequence
 
+#: Where the engine's container reads its secret env file (plugins/plugin_utils/_container.py).
+SECRET_MOUNT = "/run/vllm-fleet/secret.env"
 #: Where the probe script is bound inside the throwaway container.
 SCRIPT_IN_CONTAINER = "/opt/vllm-fleet/collective_check.py"
 #: torch.distributed backend per vendor (RCCL is "nccl" in torch); every other vendor: gloo on CPU.
@@ -51,9 +54,20 @@ def _interface(env: Mapping[str, Any], backend: str) -> Optional[str]:
     return None
 
 
-def device_options(exec_start: Sequence[str], image: str) -> list[str]:
+def _own_mount(value: str, config_dir: str) -> bool:
+    """A bind mount of the engine's own files: caches, and anything in its configuration directory
+    (the secret env file). The probe runs before the deploy writes them, and docker would create a
+    missing source as a directory where the file belongs."""
+    source, _, rest = value.partition(":")
+    target = rest.partition(":")[0]
+    return (target.startswith("/root/.cache") or target == SECRET_MOUNT
+            or bool(config_dir) and (source == config_dir or source.startswith(config_dir.rstrip("/") + "/")))
+
+
+def device_options(exec_start: Sequence[str], image: str, config_dir: str = "") -> list[str]:
     """The engine's ``docker run`` options that the probe container needs too (devices, GPUs, IPC,
-    shared memory, ulimits, driver mounts), without its name, env, ports, network or cache mounts."""
+    shared memory, ulimits, driver mounts), without its name, env, ports, network, caches or the
+    files of its configuration directory ``config_dir``."""
     words = [str(w) for w in exec_start]
     if "run" not in words or image not in words[words.index("run") + 1:]:
         return []
@@ -68,7 +82,7 @@ def device_options(exec_start: Sequence[str], image: str) -> list[str]:
         value = pair[-1] if takes_value else word.partition("=")[2]
         if name in _DROP or name in _DROP_FLAGS:
             continue
-        if name in ("-v", "--volume") and ":/root/.cache" in value:
+        if name in ("-v", "--volume") and _own_mount(value, config_dir):
             continue
         kept.extend(pair)
     return kept
@@ -124,7 +138,8 @@ def _groups(name: str, dep: Mapping[str, Any], script: str, settings: Mapping[st
             "interface": _interface(p.get("env") or {}, backend),
             "env_file": fabric_env_path(str(p["env_file"])),
             "container": f"{str(p['unit']).removesuffix('.service')}-fabric-check",
-            "device_options": device_options(p.get("exec_start") or [], str(p["image"])),
+            "device_options": device_options(p.get("exec_start") or [], str(p["image"]),
+                                             posixpath.dirname(str(p["env_file"]))),
         } for index, p in enumerate(procs)]
         for rank in group["ranks"]:
             rank["argv"] = _probe_argv(rank, group, script, settings)

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from ansible_collections.vllm_fleet.recipes.plugins.action.vllm_host_files import _crash_summary
+
 SEED = "recipes/models/zai-org/GLM-5.3-Flash.yaml"
 
 
@@ -166,3 +168,11 @@ def test_rollback_filters_read_a_real_slurped_snapshot_and_name_a_missing_host(r
         "images": [{"host": "localhost", "ref": "reg/vllm:v1", "id": "sha256:1"}]}
     assert proc.returncode != 0
     assert "rollback_steps: no rollback snapshot was read for host 'other'" in proc.stdout
+
+
+def test_host_files_says_why_the_writer_crashed_on_the_host():
+    """A crash of vllm_files_write on a host (an exception, no msg) is reported with its reason, not as
+    a bare 'failed' (CI: a directory docker had made where the secret env file belongs)."""
+    message = _crash_summary({"failed": True, "exception": "IsADirectoryError: [Errno 21] Is a directory: '/etc/x.env'"})
+    assert "Is a directory: '/etc/x.env'" in message and "vllm_files_write failed on the host" in message
+    assert _crash_summary({"failed": True}).endswith("without a message")

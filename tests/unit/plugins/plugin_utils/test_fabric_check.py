@@ -13,6 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils import _fabric_check as F
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils import _render as R
+from fleets import SEED, seed_fleet
 
 GOLDEN = Path(__file__).resolve().parent / "golden"
 SCRIPT = "/usr/local/libexec/vllm-fleet/collective_check.py"
@@ -207,6 +209,32 @@ def test_device_options_keep_devices_and_drop_identity_env_ports_and_caches():
         "--device", "/dev/kfd", "--device=/dev/dri", "--group-add", "video", "-v",
         "/usr/local/dcmi:/usr/local/dcmi:ro", "--privileged", "--shm-size", "16g"]
     assert F.device_options(["/usr/bin/python3", "x"], "img:1") == []
+
+
+def test_device_options_never_mount_the_engines_own_files():
+    """The probe runs before the engine play writes the secret env file: docker would create the
+    missing source as a directory, and the engine play then failed on it (CI, multi_node)."""
+    exec_start = ["/usr/bin/docker", "run", "--rm", "-v", "/etc/vllm-fleet/d/u.secret.env:/run/vllm-fleet/secret.env:ro",
+                  "-v", "/etc/vllm-fleet/d/extra.json:/cfg/extra.json:ro", "-v", "/var/cache/c:/root/.cache/vllm",
+                  "-v", "/usr/local/Ascend/driver:/usr/local/Ascend/driver:ro", "--entrypoint", "/bin/sh", "img:1"]
+    assert F.device_options(exec_start, "img:1", "/etc/vllm-fleet/d") == [
+        "-v", "/usr/local/Ascend/driver:/usr/local/Ascend/driver:ro"]
+
+
+def _plan_with_api_key() -> dict:
+    fleet = seed_fleet(dict(SEED, strategy="multi_node_tp_pp", api_key="sk-fabricCHECKtest0123456789"), ["a", "b"])
+    return json.loads(R.render(fleet)["plan.json"])
+
+
+def test_probe_containers_of_a_plan_with_an_api_key_mount_no_file_the_deploy_writes():
+    plan = _plan_with_api_key()
+    written = {f["dest"] for host in plan["hosts"].values() for f in host.get("files") or []}
+    assert any(d.endswith(".secret.env") for d in written), "the plan writes a secret env file"
+    checks = F.fabric_checks(plan, SCRIPT)
+    assert checks["ranks"], "the plan has a multi-node group"
+    for rank in checks["ranks"]:
+        sources = {a.split(":")[0] for a in rank["argv"][1:] if a.startswith("/") and ":" in a}
+        assert not sources & written, (rank["unit"], sources & written)
 
 
 @settings(max_examples=60, derandomize=True, deadline=None)
