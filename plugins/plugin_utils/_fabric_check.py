@@ -58,8 +58,7 @@ def _own_mount(value: str, config_dir: str) -> bool:
     """A bind mount of the engine's own files: caches, and anything in its configuration directory
     (the secret env file). The probe runs before the deploy writes them, and docker would create a
     missing source as a directory where the file belongs."""
-    source, _, rest = value.partition(":")
-    target = rest.partition(":")[0]
+    source, target = (value.split(":") + [""])[:2]
     return (target.startswith("/root/.cache") or target == SECRET_MOUNT
             or bool(config_dir) and (source == config_dir or source.startswith(config_dir.rstrip("/") + "/")))
 

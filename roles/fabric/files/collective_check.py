@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/env python
 # Copyright: (c) 2026, vllm_fleet maintainers
 # Apache License 2.0 (see LICENSE)
 """The fabric check's probes, run by roles/fabric/tasks/collective.yml (docs/verify.md).
@@ -49,7 +49,7 @@ def _timed(dist, tensor, backend, iterations):
     dist.all_reduce(tensor)  # warm-up: the first call sets up the communicator
     _sync(backend)
     start = time.perf_counter()
-    for _ in range(iterations):
+    for _round in range(iterations):
         dist.all_reduce(tensor)
     _sync(backend)
     return (time.perf_counter() - start) / iterations
