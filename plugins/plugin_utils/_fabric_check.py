@@ -24,6 +24,9 @@ from typing import Any, Mapping, Optional, Sequence
 
 #: Where the engine's container reads its secret env file (plugins/plugin_utils/_container.py).
 SECRET_MOUNT = "/run/vllm-fleet/secret.env"
+#: Seconds a probe container may take to start and import torch before its timeout starts
+#: (a loaded 2-core CI host took most of a minute; a GPU host initialises its driver too).
+STARTUP_S = 120
 #: Where the probe script is bound inside the throwaway container.
 SCRIPT_IN_CONTAINER = "/opt/vllm-fleet/collective_check.py"
 #: torch.distributed backend per vendor (RCCL is "nccl" in torch); every other vendor: gloo on CPU.
@@ -100,9 +103,16 @@ def _free_port(wanted: int, taken: set[int]) -> int:
     return wanted
 
 
+def deadline_s(timeout_s: int) -> int:
+    """Seconds a probe container may run in all: the rendezvous and collective (``timeout_s``,
+    plus the script's 10 s grace) after the container started and imported torch
+    (:data:`STARTUP_S`)."""
+    return int(timeout_s) + 10 + STARTUP_S
+
+
 def _probe_argv(rank: Mapping[str, Any], group: Mapping[str, Any], script: str, settings: Mapping[str, Any]) -> list[str]:
     timeout = int(settings["timeout_s"])
-    return ["timeout", "--kill-after=10", str(timeout + 30),
+    return ["timeout", "--kill-after=10", str(deadline_s(timeout)),
             "docker", "run", "--rm", "--name", rank["container"], "--network", "host",
             *rank["device_options"], "--env-file", rank["env_file"],
             "-v", f"{script}:{SCRIPT_IN_CONTAINER}:ro", "--entrypoint", "python3", group["image"],
@@ -205,7 +215,7 @@ def fabric_checks(plan: Mapping[str, Any], script: str, *, timeout_s: int = 60, 
         ucx = []
     listeners = list({(p["prefill_host"], p["address"], p["port"]): p for p in pairs}.values())
     return {"groups": groups, "ranks": [rank for group in groups for rank in group["ranks"]],
-            "pairs": pairs, "listeners": listeners, "ucx": ucx,
+            "pairs": pairs, "listeners": listeners, "ucx": ucx, "deadline_s": deadline_s(timeout_s),
             "hosts": sorted({r["host"] for g in groups for r in g["ranks"]}
                             | {h for p in pairs for h in (p["prefill_host"], p["decode_host"])})}
 

@@ -60,8 +60,13 @@ STAGE = {"now": "starting"}
 
 def collective(args):
     """All ranks in a thread, so the process answers at ``--timeout`` + 10 s even while torch's
-    rendezvous keeps retrying a master that does not answer (its own timeout restarts per try)."""
+    rendezvous keeps retrying a master that does not answer (its own timeout restarts per try).
+    The clock starts after torch is imported: on a loaded host the import alone took most of a
+    minute, and the ranks' imports end at different times (CI, multi_node)."""
     outcome = {}
+    STAGE["now"] = "importing torch"
+    import torch  # noqa: F401 pylint: disable=import-outside-toplevel,unused-import
+    import torch.distributed  # noqa: F401 pylint: disable=import-outside-toplevel,unused-import
 
     def run():
         try:

@@ -44,7 +44,9 @@ def test_multi_node_group_runs_one_nccl_rank_per_host_on_a_port_beside_the_maste
     assert checks["hosts"] == ["a", "b"] and checks["pairs"] == checks["ucx"] == []
     argv = checks["ranks"][1]["argv"]
     # the engine's image, device flags and fabric env file; the engine's name, caches and -e never
-    assert argv[:6] == ["timeout", "--kill-after=10", "90", "docker", "run", "--rm"]
+    # 60 s for the rendezvous and all-reduce, 10 s of grace, 120 s to start and import torch
+    assert argv[:6] == ["timeout", "--kill-after=10", "190", "docker", "run", "--rm"]
+    assert checks["deadline_s"] == 190
     assert "vllm/vllm-openai:nightly" in argv and "--gpus" in argv and "--ipc=host" in argv
     assert argv[argv.index("--env-file") + 1] == "/etc/vllm-fleet/fleet/vllm-fleet-rank1.fabric.env"
     assert argv[argv.index("--name") + 1] == "vllm-fleet-rank1-fabric-check"
