@@ -33,6 +33,8 @@ __all__ = [
     "NAME_RE",
     "PLACEHOLDER_NAME_RE",
     "CpuSpec",
+    "DRAIN_DEFAULT_S",
+    "DRAIN_SINCE",
     "DeploymentSpec",
     "MooncakeSpec",
     "PdSpec",
@@ -41,6 +43,8 @@ __all__ = [
     "RouterSpec",
     "UnitSpec",
     "WeightsSpec",
+    "drain_seconds",
+    "image_vllm_version",
     "read_integer",
 ]
 
@@ -183,6 +187,46 @@ class UnitSpec(_Strict):
     watchdog_interval: Count = Field(default=5, ge=1, le=3600)
     #: Seconds the head may fail ``/health`` (after being healthy) before the rank restarts.
     watchdog_grace: Count = Field(default=30, ge=1, le=86400)
+    #: ``vllm serve --shutdown-timeout``: seconds a stopping engine finishes its in-flight
+    #: requests (``/health`` answers 503 meanwhile); 0 aborts them. Unset: :data:`DRAIN_DEFAULT_S`
+    #: where the image's vLLM has the flag (docs/operations.md#drain).
+    shutdown_timeout: Optional[Count] = Field(default=None, ge=0, le=3600)
+
+    @model_validator(mode="after")
+    def _drain_inside_stop(self) -> "UnitSpec":
+        if self.shutdown_timeout is not None and self.shutdown_timeout >= self.stop_timeout:
+            raise ValueError(f"unit.shutdown_timeout ({self.shutdown_timeout}) must be below unit.stop_timeout "
+                             f"({self.stop_timeout}): docker stop kills the engine after stop_timeout seconds")
+        return self
+
+
+#: Drain seconds when ``unit.shutdown_timeout`` is unset and the image's vLLM has the flag.
+DRAIN_DEFAULT_S = 30
+#: The first vLLM release with ``--shutdown-timeout`` (vllm-project/vllm#34730).
+DRAIN_SINCE = (0, 18)
+_TAG_VERSION_RE = re.compile(r"^v?(\d+)\.(\d+)(?:[.\-+_].*)?$")
+
+
+def image_vllm_version(image: Optional[str]) -> Optional[tuple[int, int]]:
+    """The vLLM (major, minor) an image's tag names (``vllm/vllm-openai:v0.17.1``), else None."""
+    if not image:
+        return None
+    name = image.split("@", 1)[0]
+    tail = name.rsplit("/", 1)[-1]
+    if ":" not in tail:
+        return None
+    match = _TAG_VERSION_RE.match(tail.rsplit(":", 1)[1])
+    return (int(match.group(1)), int(match.group(2))) if match else None
+
+
+def drain_seconds(unit: UnitSpec, image: Optional[str]) -> int:
+    """``--shutdown-timeout`` for an engine: the setting, else 0 when the image's tag names a
+    vLLM older than :data:`DRAIN_SINCE`, else :data:`DRAIN_DEFAULT_S` (the argv check in the
+    image refuses the flag, with its words, should an untagged image lack it)."""
+    if unit.shutdown_timeout is not None:
+        return unit.shutdown_timeout
+    version = image_vllm_version(image)
+    return 0 if version is not None and version < DRAIN_SINCE else DRAIN_DEFAULT_S
 
 
 class CpuSpec(_Strict):

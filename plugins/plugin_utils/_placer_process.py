@@ -22,6 +22,7 @@ from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._argv_tools imp
     url_host,
 )
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._container import router_docker_argv
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._deployment_spec import drain_seconds
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._inventory import (
     DeclaredDeployment,
     is_secret_env,
@@ -205,6 +206,9 @@ class ProcessPlacer(PlacerContext):
                 program += ["--port", str(wanted)]
         if self.spec.ports.master is not None and args.nnodes > 1 and not has_flag(program, "--master-port"):
             program += ["--master-port", str(self.spec.ports.master)]
+        drain = drain_seconds(self.spec.unit, self.spec.image or self.image)
+        if drain and not args.headless and not has_flag(program, "--shutdown-timeout"):
+            program += ["--shutdown-timeout", str(drain)]  # a planned stop drains (docs/operations.md#drain)
         if len(program) != written:  # flags of ours were appended: read the final argv
             args = engine_args(program)
         if args.served_name:  # the recipe's model or --served-model-name: a name plan.json and PLAN.md show

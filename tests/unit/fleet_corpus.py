@@ -18,7 +18,16 @@ from typing import Any, Iterable, Mapping, Optional
 
 import yaml
 
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._deployment_spec import DRAIN_DEFAULT_S
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._plan_model import BoundEngine
+
+
+def drained(argv: list[str], seconds: int = DRAIN_DEFAULT_S) -> list[str]:
+    """The site's argv as we run it: an engine that serves the API drains on a planned stop
+    (``--shutdown-timeout``, docs/operations.md#drain); a headless rank has no API to drain."""
+    if "--headless" in argv or "--shutdown-timeout" in argv or not seconds:
+        return list(argv)
+    return list(argv) + ["--shutdown-timeout", str(seconds)]
 
 
 def corpus_path(shared: Path) -> Path:

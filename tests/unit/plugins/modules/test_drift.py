@@ -499,7 +499,10 @@ def test_drift_playbook_end_to_end(tmp_path):
     plan = _install(tmp_path, deployment)
     (proc,) = plan["deployments"]["drift-demo"]["processes"]
     assert proc["exec_start"][0] == str(fake)
-    (data / "container-vllm-drift-demo.json").write_text(json.dumps(CONTAINER_SHIM))
+    running = copy.deepcopy(CONTAINER_SHIM)  # the engine as deployed: it drains on a planned stop
+    running["Args"] += ["--shutdown-timeout", "30"]
+    running["Config"]["Cmd"] += ["--shutdown-timeout", "30"]
+    (data / "container-vllm-drift-demo.json").write_text(json.dumps(running))
     (data / ("image-" + IMAGE_V1_ID.replace(":", "_") + ".json")).write_text(json.dumps(IMAGE_V1))
     (data / "image-vllm-drift-demo_latest.json").write_text(json.dumps(IMAGE_V1))
 

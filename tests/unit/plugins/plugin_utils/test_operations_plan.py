@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils import _placement as P
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils import _deployment_spec as PM_SPEC
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils import _plan_model as PM
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._inventory import InventoryError
 from fleets import example_fleet
@@ -149,3 +150,52 @@ def test_pd_pools_and_their_router_roll_as_one_batch():
         engines = [p for p in processes if p["kind"] == "engine" and p["health_url"]]
         assert sorted(probe["unit"] for probe in batch["probes"]) == sorted(p["unit"] for p in engines)
         assert {p.get("pool") for p in engines} >= {"prefill", "decode"}
+
+
+def _engine_argvs(fleet: P.FleetPlan) -> dict[str, list[str]]:
+    return {p.unit: p.argv for d in fleet.deployments for p in d.processes if p.kind == "engine"}
+
+
+@pytest.mark.parametrize(("unit", "image", "expected"), [
+    ({}, None, ["--shutdown-timeout", "30"]),  # the recipe's image (nightly): the default drain
+    ({}, "vllm/vllm-openai:v0.18.0", ["--shutdown-timeout", "30"]),
+    ({}, "registry.local:5000/vllm/vllm-openai:v0.17.1@sha256:" + "a" * 64, []),  # before the flag existed
+    ({"shutdown_timeout": 45}, "vllm/vllm-openai:v0.17.1", ["--shutdown-timeout", "45"]),  # the operator's word
+    ({"shutdown_timeout": 0}, None, []),
+])
+def test_engines_that_serve_drain_on_a_planned_stop(unit, image, expected):
+    extra: dict[str, Any] = {"unit": unit}
+    if image:
+        extra["image"] = image
+    argvs = _engine_argvs(replicas_fleet(**extra))
+    assert len(argvs) == 2
+    for argv in argvs.values():
+        assert ("--shutdown-timeout" in argv) == bool(expected)
+        if expected:
+            assert argv[-2:] == expected and argv.count("--shutdown-timeout") == 1
+
+
+def test_headless_ranks_get_no_drain_and_the_stop_timeout_stays_above_it():
+    fleet = example_fleet("multi_node_tp_pp")
+    argvs = _engine_argvs(fleet)
+    heads = [a for a in argvs.values() if "--headless" not in a]
+    workers = [a for a in argvs.values() if "--headless" in a]
+    assert heads and workers
+    assert all(a[a.index("--shutdown-timeout") + 1] == "30" for a in heads)
+    assert not any("--shutdown-timeout" in a for a in workers)
+
+
+@pytest.mark.parametrize(("image", "version"), [
+    ("vllm/vllm-openai:v0.17.1", (0, 17)), ("vllm/vllm-openai:0.23.0", (0, 23)),
+    ("quay.io/ascend/vllm-ascend:v0.11.0rc1", (0, 11)), ("host:5000/vllm:v1.2", (1, 2)),
+    ("vllm/vllm-openai:nightly", None), ("vllm/vllm-openai", None), ("host:5000/vllm", None),
+    ("vllm/vllm-openai@sha256:" + "b" * 64, None), ("localhost:5000/vllm-cpu-test:v1", None),
+])
+def test_the_vllm_version_an_image_tag_names(image, version):
+    assert PM_SPEC.image_vllm_version(image) == version
+
+
+def test_a_drain_must_end_before_docker_kills_the_engine():
+    with pytest.raises(ValueError, match=r"shutdown_timeout \(120\) must be below unit.stop_timeout \(120\)"):
+        PM_SPEC.UnitSpec(shutdown_timeout=120)
+    assert PM_SPEC.UnitSpec(shutdown_timeout=119, stop_timeout=120).shutdown_timeout == 119

@@ -17,7 +17,7 @@ from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils import _placeme
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils import _plan_view as V
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._inventory import InventoryError
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._render import render_env_file
-from fleet_corpus import CorpusEngine, hardware_profiles, load_cases
+from fleet_corpus import CorpusEngine, drained, hardware_profiles, load_cases
 
 HF_IDS = (
     "Qwen/Qwen3.8-2.4T-A95B",
@@ -168,7 +168,7 @@ def test_single_node_matches_upstream_argv(corpus, hf_id, hardware, features, ve
     fleet = place(engine, {"recipe": hf_id, "strategy": "single_node_tp", "hardware": hardware}, ["node-a"])
     (proc,) = by_unit(fleet).values()
     assert proc.unit == "vllm-dep" and proc.host == "node-a" and proc.role == "single"
-    assert proc.argv == case["argv"]
+    assert proc.argv == drained(case["argv"])
     assert fleet.deployments[0].vendor == vendor
     # hardened: vendor flags, no --privileged, published port, env only through the file
     exec_argv = proc.exec_argv
@@ -178,7 +178,7 @@ def test_single_node_matches_upstream_argv(corpus, hf_id, hardware, features, ve
     assert ["-p", "8000:8000"] == exec_argv[exec_argv.index("-p"):exec_argv.index("-p") + 2]
     assert exec_argv[exec_argv.index("--env-file") + 1] == "/etc/vllm-fleet/dep/vllm-dep.env"
     image = case["docker"]["image"]
-    assert exec_argv[exec_argv.index(image) + 1:] == case["argv"][2:]
+    assert exec_argv[exec_argv.index(image) + 1:] == drained(case["argv"])[2:]
     visible = "CUDA_VISIBLE_DEVICES" if vendor == "nvidia" else "ROCR_VISIBLE_DEVICES"
     assert proc.env[visible] == ",".join(str(i) for i in range(A.engine_args(case["argv"]).gpus_per_node))
     assert "VLLM_HOST_IP" not in proc.env  # bridge network: the host IP is not in the container
@@ -194,10 +194,10 @@ def test_single_node_upstream_profile_is_the_recipes_site_argv(corpus):
     fleet = place(engine, {"recipe": "x/y", "strategy": "single_node_tp", "hardware": "h200",
                            "container_profile": "upstream"}, ["node-a"])
     (proc,) = by_unit(fleet).values()
-    # Only the systemd wrapping differs: --rm --name --env-file after `run`, `~` expanded.
+    # Only the systemd wrapping differs: --rm --name --env-file after `run`, `~` expanded; the drain.
     wrapped = ["/usr/bin/docker", "run", "--rm", "--name", "vllm-dep", "--env-file",
                "/etc/vllm-fleet/dep/vllm-dep.env"]
-    expected = wrapped + [t.replace("~/.cache/huggingface", "/root/.cache/huggingface") for t in upstream[2:]]
+    expected = wrapped + drained([t.replace("~/.cache/huggingface", "/root/.cache/huggingface") for t in upstream[2:]])
     assert proc.exec_argv == expected
     assert "--privileged" in proc.exec_argv  # upstream's own flags are kept verbatim
 
@@ -230,11 +230,11 @@ def test_multi_node_every_rank_matches_upstream(corpus, hf_id, strategy, hardwar
     mapping = {"HEAD_IP": head_addr, "IFACE_NAME": "ens5"}
     head = procs["vllm-dep-rank0"]
     assert head.host == "n0" and head.role == "head"
-    assert head.argv == filled(case["headArgv"], mapping)
+    assert head.argv == drained(filled(case["headArgv"], mapping))
     for rank in range(1, nodes):
         worker = procs[f"vllm-dep-rank{rank}"]
         assert worker.host == f"n{rank}" and worker.rank == rank
-        assert worker.argv == filled(case["workerArgvs"][rank - 1], mapping)
+        assert worker.argv == drained(filled(case["workerArgvs"][rank - 1], mapping))
         assert worker.start_order < head.start_order  # followers first, head last
         assert worker.restart_group == head.restart_group
     for proc in procs.values():
@@ -254,7 +254,7 @@ def test_multi_node_head_opens_rendezvous_ports(corpus):
     fleet = place(engine, {"recipe": "m", "strategy": "multi_node_tp", "hardware": "h200",
                            "ports": {"master": 29600}}, ["a", "b"])
     procs = by_unit(fleet)
-    assert procs["vllm-dep-rank0"].argv[-2:] == ["--master-port", "29600"]
+    assert procs["vllm-dep-rank0"].argv[-4:] == ["--master-port", "29600", "--shutdown-timeout", "30"]
     assert P.Port(29600, "mp-master") in procs["vllm-dep-rank0"].ports
     assert procs["vllm-dep-rank1"].ports == []  # headless worker: no API server
 
@@ -276,8 +276,8 @@ def test_pd_colocated_pair_splits_one_node(corpus):
     pre, dec, router = procs["vllm-dep-prefill-0"], procs["vllm-dep-decode-0"], procs["vllm-dep-router"]
     assert pre.host == dec.host == "gpu" and router.host == "rtr"
     mapping = {"PREFILL_NODE_1": addr(0), "DECODE_NODE_1": addr(0)}
-    assert pre.argv == filled(case["prefill"]["argv"], mapping)
-    assert dec.argv == filled(case["decode"]["argv"], mapping)
+    assert pre.argv == drained(filled(case["prefill"]["argv"], mapping))
+    assert dec.argv == drained(filled(case["decode"]["argv"], mapping))
     # the recipe pins halves of the node; placement keeps them (no overlap, no collision)
     assert pre.env["CUDA_VISIBLE_DEVICES"] == case["prefill"]["env"]["CUDA_VISIBLE_DEVICES"]
     assert dec.env["CUDA_VISIBLE_DEVICES"] == case["decode"]["env"]["CUDA_VISIBLE_DEVICES"]
@@ -316,7 +316,7 @@ def test_pd_pools_from_child_groups(corpus, prefill, decode):
                 "decode": {"nodes": decode, "rank": min(rank, decode - 1)}}})
             proc = procs[f"vllm-dep-{role}-{rank}"]
             assert proc.host == host
-            assert proc.argv == filled(view[role]["argv"], mapping)
+            assert proc.argv == drained(filled(view[role]["argv"], mapping))
             # NIXL binds on this node's own routable IP, whatever rank-0 view the recipe shows
             assert proc.env["VLLM_NIXL_SIDE_CHANNEL_HOST"] == addr(hosts.index(host))
             assert proc.env["VLLM_HOST_IP"] == addr(hosts.index(host))
@@ -395,8 +395,8 @@ def test_kv_store_multi_node_instance(corpus):
                   ["h", "w", "st"], host_vars={"st": {"vllm_mooncake_role": ["store", "master"]}})
     procs = by_unit(fleet)
     mapping = {"VLLM_INSTANCE_1": addr(0), "HEAD_IP": addr(0), "IFACE_NAME": "ens5"}
-    assert procs["vllm-dep-i0-rank0"].argv == filled(view["vllm"]["argv"], mapping)
-    assert procs["vllm-dep-i0-rank1"].argv == filled(view["vllm"]["workerArgvs"][0], mapping)
+    assert procs["vllm-dep-i0-rank0"].argv == drained(filled(view["vllm"]["argv"], mapping))
+    assert procs["vllm-dep-i0-rank1"].argv == drained(filled(view["vllm"]["workerArgvs"][0], mapping))
     assert procs["vllm-dep-i0-rank1"].host == "w"
     assert "vllm-dep-router" not in procs  # one instance: served directly
     assert procs["vllm-dep-mooncake-master"].host == "st"
@@ -426,7 +426,7 @@ def test_two_deployments_share_a_host_with_distinct_gpus_and_ports(corpus):
     a, b = procs["vllm-a"], procs["vllm-b"]
     assert a.gpus == [0] and b.gpus == [1]
     assert a.env["CUDA_VISIBLE_DEVICES"] == "0" and b.env["CUDA_VISIBLE_DEVICES"] == "1"
-    assert b.argv[-2:] == ["--port", "8100"] and ["-p", "8100:8100"] == \
+    assert b.argv[-4:] == ["--port", "8100", "--shutdown-timeout", "30"] and ["-p", "8100:8100"] == \
         b.exec_argv[b.exec_argv.index("-p"):b.exec_argv.index("-p") + 2]
     assert fleet.gpu_assignment == {"box": {"a": [0], "b": [1]}}
     assert "VLLM_PORT" not in a.env  # bridge networking isolates internal ports
@@ -529,7 +529,7 @@ def engine_plan(deployment: dict, hosts: list[str], **kw: Any) -> P.FleetPlan:
 def test_seed_single_node_is_the_published_command(seed):
     fleet = engine_plan(dict(SEED, strategy="single_node_tp"), ["h200-a"])
     (proc,) = by_unit(fleet).values()
-    assert proc.argv == seed["argv"]
+    assert proc.argv == drained(seed["argv"])
     assert proc.image == seed["docker_image"]
     assert fleet.deployments[0].start_timeout == int(seed["env"]["VLLM_ENGINE_READY_TIMEOUT_S"])
     for key, value in seed["env"].items():
@@ -541,7 +541,7 @@ def test_seed_single_node_upstream_profile_matches_published_docker_argv(seed):
     (proc,) = by_unit(fleet).values()
     published = [t.replace("~/.cache/huggingface", "/root/.cache/huggingface") for t in seed["docker_argv"]]
     assert proc.exec_argv == ["/usr/bin/docker", "run", "--rm", "--name", proc.unit, "--env-file",
-                              proc.env_file] + published[2:]
+                              proc.env_file] + drained(published[2:])
 
 
 def test_seed_multi_node_tp_pp():

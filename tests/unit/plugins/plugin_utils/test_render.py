@@ -18,6 +18,7 @@ import yaml
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils import _placement as P
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils import _container
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils import _render as R
+from fleet_corpus import drained
 from fleets import EXAMPLES, REPO, SEED, example_fleet, inventory_vars, run_render, seed_fleet
 from systemd_root import SYSTEMD_ANALYZE, verify_units
 
@@ -373,8 +374,11 @@ def test_demo_plans_are_the_recipes_own_argv_with_placeholders_filled(name, sele
         if proc_name == "decode-0":
             ranks["DECODE_NODE_1"] = address[procs[unit].host]
     mapping = {**ranks, "IFACE_NAME": "ens5", "ROUTER_HOST": "0.0.0.0", "ROUTER_PORT": "30000"}
-    # our one deviation from the site's argv: the router's reachable Prometheus port (docs/observability.md)
+    # our deviations from the site's argv: the router's reachable Prometheus port (docs/observability.md),
+    # the engines' drain on a planned stop (docs/operations.md#drain)
     deviation = {"router": ["--prometheus-port", "29000", "--prometheus-host", "0.0.0.0"]}
     for unit, proc_name in names.items():
         want = P.fill_placeholders(list(engine[proc_name].argv), mapping) + deviation.get(proc_name, [])
+        if procs[unit].kind == "engine":
+            want = drained(want)
         assert procs[unit].argv == want, unit
