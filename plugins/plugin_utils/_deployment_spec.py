@@ -187,6 +187,10 @@ class UnitSpec(_Strict):
     watchdog_interval: Count = Field(default=5, ge=1, le=3600)
     #: Seconds the head may fail ``/health`` (after being healthy) before the rank restarts.
     watchdog_grace: Count = Field(default=30, ge=1, le=86400)
+    #: Seconds between two one-token completions the head's watchdog sends (0: no probe).
+    watchdog_probe_interval: Count = Field(default=30, ge=0, le=3600)
+    #: Seconds one probe may take before it counts as no progress (with no token generated).
+    watchdog_probe_timeout: Count = Field(default=60, ge=1, le=3600)
     #: ``vllm serve --shutdown-timeout``: seconds a stopping engine finishes its in-flight
     #: requests (``/health`` answers 503 meanwhile); 0 aborts them. Unset: :data:`DRAIN_DEFAULT_S`
     #: where the image's vLLM has the flag (docs/operations.md#drain).

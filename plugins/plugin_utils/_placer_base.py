@@ -174,12 +174,26 @@ class PlacerBase(ProcessPlacer):
         return out, port
 
     # -- multi-node group watchdogs -----------------------------------------------------------
+    def _progress_probe(self, head: Process) -> list[str]:
+        """The head watchdog's completion probe: a lost follower leaves /health green, and only a
+        request that never completes shows it. The API key stays in the secret env file."""
+        unit_spec = self.spec.unit
+        served = head.engine_args.served_name if head.engine_args is not None else None
+        if not unit_spec.watchdog_probe_interval or not served or not head.health_url:
+            return []
+        out = ["--probe-url", head.health_url[:-len("/health")] + "/v1/completions", "--model", served,
+               "--probe-every", str(unit_spec.watchdog_probe_interval),
+               "--probe-timeout", str(unit_spec.watchdog_probe_timeout)]
+        return out + (["--secret-env", head.secret_file] if head.secret_file else [])
+
     def add_watchdogs(self) -> None:
         """One group watchdog per rank of every multi-node group (vllm issue #32136).
 
         Each watches the group head's ``/health``; when the head fails for longer than
         ``unit.watchdog_grace`` after having been healthy, it restarts its own rank so the
         group forms again (headless followers never rejoin a restarted head on their own).
+        The head's own watchdog also probes a completion, and restarts the head when no
+        request completes for that long (a lost follower, a wedged engine).
         """
         unit_spec = self.spec.unit
         if not unit_spec.watchdog:
@@ -199,6 +213,10 @@ class PlacerBase(ProcessPlacer):
                         "--grace", str(unit_spec.watchdog_grace),
                         "--rearm-after", str(self.start_timeout),
                         "--state-file", f"/run/vllm-fleet/{proc.unit}.watchdog.json"]
+                if proc.runtime == "docker":
+                    argv += ["--container", proc.unit]
+                if proc is head:
+                    argv += self._progress_probe(head)
                 unit = f"{proc.unit}-watchdog"
                 self.processes.append(Process(
                     deployment=self.decl.name, unit=unit, kind="watchdog", role="watchdog", host=proc.host,

@@ -1,4 +1,4 @@
-"""The fault tests' load generator (tests/molecule/replicas/files/router_load.py) against a real
+"""The fault tests' load generator (tests/molecule/deploy_common/files/router_load.py) against a real
 local HTTP server that answers like vLLM's OpenAI API, and fails on demand: every outcome counted,
 the rate kept while answers are slow, a stream without ``[DONE]`` a failure."""
 
@@ -15,7 +15,7 @@ from typing import Any, Iterator
 
 import pytest
 
-LOAD = Path(__file__).resolve().parents[1] / "molecule" / "replicas" / "files" / "router_load.py"
+LOAD = Path(__file__).resolve().parents[1] / "molecule" / "deploy_common" / "files" / "router_load.py"
 
 
 class FakeEngine(BaseHTTPRequestHandler):

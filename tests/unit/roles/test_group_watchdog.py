@@ -22,10 +22,15 @@ WATCHDOG = Path(__file__).resolve().parents[3] / "roles" / "engine" / "files" / 
 
 
 class Head:
-    """A /health endpoint whose answer the test flips."""
+    """A /health endpoint whose answer the test flips; /v1/completions answers one token, or
+    hangs (``completes`` false: a lost follower); /metrics shows ``tokens`` generated."""
 
     def __init__(self) -> None:
         self.healthy = False
+        self.completes = True
+        self.tokens = 0.0
+        self.answered = 0
+        self.auth: list[str] = []
         head = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -33,9 +38,29 @@ class Head:
                 pass
 
             def do_GET(self):  # pylint: disable=invalid-name
+                if self.path == "/metrics":
+                    body = f'vllm:generation_tokens_total{{model_name="m"}} {head.tokens}\n'.encode()
+                    self.send_response(200)
+                    self.send_header("Content-Length", str(len(body)))
+                    self.end_headers()
+                    self.wfile.write(body)
+                    return
                 self.send_response(200 if head.healthy else 503)
                 self.send_header("Content-Length", "0")
                 self.end_headers()
+
+            def do_POST(self):  # pylint: disable=invalid-name
+                self.rfile.read(int(self.headers["Content-Length"]))
+                head.auth.append(self.headers.get("Authorization", ""))
+                if not head.completes:
+                    time.sleep(3)  # past the probe's timeout: the request never completes
+                    return
+                body = json.dumps({"usage": {"completion_tokens": 1}}).encode()
+                head.answered += 1
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}/health"
@@ -58,6 +83,9 @@ def fake_systemctl(tmp_path: Path) -> Path:
     script.write_text(f'#!/bin/sh\necho "$*" >> {calls}\n'
                       f'[ "$1" = show ] && {{ cat {invocation} 2>/dev/null || echo active; }}\nexit 0\n')
     script.chmod(0o755)
+    docker = script.parent / "docker"
+    docker.write_text(f'#!/bin/sh\necho "docker $*" >> {calls}\nexit 0\n')
+    docker.chmod(0o755)
     return calls
 
 
@@ -154,3 +182,73 @@ def test_a_rank_systemd_already_restarted_is_left_alone(tmp_path, head):
         proc.terminate()
         output = proc.communicate(timeout=10)[0]
     assert "already restarted since (by systemd)" in output and "has not formed" in output
+
+
+def progress_watchdog(tmp_path: Path, head: Head) -> tuple[subprocess.Popen, Path, Path]:
+    calls = fake_systemctl(tmp_path)
+    state = tmp_path / "state.json"
+    secret = tmp_path / "rank0.secret.env"
+    secret.write_text("HF_TOKEN=hf-x\nVLLM_API_KEY=sk-probe\n")
+    env = dict(os.environ, PATH=f"{tmp_path / 'bin'}:{os.environ['PATH']}")
+    head.healthy = True
+    proc = subprocess.Popen([sys.executable, str(WATCHDOG), "--unit", "head.service", "--head-url", head.url,
+                             "--interval", "0.1", "--grace", "1.5", "--state-file", str(state),
+                             "--probe-url", head.url[:-len("/health")] + "/v1/completions", "--model", "m",
+                             "--secret-env", str(secret), "--probe-every", "0.3", "--probe-timeout", "0.5",
+                             "--container", "vllm-x-rank0"],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    assert wait_for(lambda: state.exists() and json.loads(state.read_text())["armed"] is True, timeout=60)
+    return proc, calls, state
+
+
+def test_a_head_that_answers_health_but_completes_nothing_is_restarted(tmp_path, head):
+    """A lost follower: the head's /health stays 200, no request completes, no token is made."""
+    proc, calls, state = progress_watchdog(tmp_path, head)
+    try:
+        assert wait_for(lambda: head.answered >= 2)
+        assert restarts(calls) == []
+        head.completes = False
+        assert wait_for(lambda: len(restarts(calls)) == 1, timeout=15)
+        assert restarts(calls) == ["restart --no-block head.service"]
+        assert "completed no request" in json.loads(state.read_text())["reason"]
+        # the wedged container is killed first: a restart must not wait out docker stop's timeout
+        lines = calls.read_text().splitlines()
+        assert lines.index("docker kill vllm-x-rank0") < lines.index("restart --no-block head.service")
+    finally:
+        proc.terminate()
+        output = proc.communicate(timeout=10)[0]
+    assert set(head.auth) == {"Bearer sk-probe"}  # read from the 0600 file, never from argv
+    assert "a one-token completion failed" in output and "sk-probe" not in output
+
+
+def test_a_busy_head_whose_probe_is_slow_but_generates_tokens_is_left_alone(tmp_path, head):
+    proc, calls, _state = progress_watchdog(tmp_path, head)
+    try:
+        head.completes = False
+        deadline = time.time() + 4.0
+        while time.time() < deadline:
+            head.tokens += 5  # other requests progress
+            time.sleep(0.1)
+        assert restarts(calls) == []
+        # then nothing moves any more: restarted
+        assert wait_for(lambda: len(restarts(calls)) == 1, timeout=15)
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=10)
+
+
+def test_a_new_head_whose_first_request_compiles_for_long_is_left_alone(tmp_path, head):
+    """Progress is watched only once a probe completed: a first request may compile for minutes."""
+    head.completes = False
+    proc, calls, _state = progress_watchdog(tmp_path, head)
+    try:
+        time.sleep(4.0)  # grace 1.5 s, probe timeout 0.5 s: several failed probes
+        assert restarts(calls) == []
+        head.completes = True
+        assert wait_for(lambda: head.answered >= 1, timeout=5)
+        head.completes = False  # warm now: a stall counts
+        assert wait_for(lambda: len(restarts(calls)) == 1, timeout=15)
+    finally:
+        proc.terminate()
+        output = proc.communicate(timeout=10)[0]
+    assert "the head completed a probe: watching its progress" in output

@@ -82,14 +82,30 @@ def test_multi_node_group_rolls_as_one_batch_and_gets_a_watchdog_per_rank():
     head = next(p for p in ranks if p.role == "head")
     for dog in dogs:
         rank = next(p for p in ranks if p.host == dog.host)
+        # the head's own watchdog also probes a completion: a lost follower leaves /health green
+        probe = ["--probe-url", head.health_url[:-len("/health")] + "/v1/completions", "--model", "zai-org/GLM-5.3-Flash",
+                 "--probe-every", "30", "--probe-timeout", "60"] if rank is head else []
         assert dog.exec_argv == [PM.WATCHDOG_PYTHON, PM.WATCHDOG_BINARY, "--unit", rank.unit_file, "--head-url", head.health_url,
                                  "--interval", "2", "--grace", "7", "--rearm-after", str(plan.start_timeout),
-                                 "--state-file", f"/run/vllm-fleet/{rank.unit}.watchdog.json"]
+                                 "--state-file", f"/run/vllm-fleet/{rank.unit}.watchdog.json",
+                                 "--container", rank.unit] + probe
         assert dog.restart_group == rank.restart_group and dog.start_order > head.start_order
         assert dog.ports == [] and dog.gpus == []
     (batch,) = P.plan_to_dict(fleet)["deployments"]["g"]["rollout"]
     assert batch["hosts"] == ["n0", "n1"] and batch["groups"] == ["g"] and batch["drain"] is None
     assert batch["kinds"] == ["engine", "watchdog"]
+
+
+def test_the_heads_probe_reads_the_api_key_from_the_secret_file_and_can_be_turned_off():
+    deployment = {"recipe": RECIPE, "hardware": "h200", "strategy": "multi_node_tp_pp", "api_key": "sk-never-in-argv"}
+    (plan,) = fleet_of(deployment, {"n0": {}, "n1": {}}).deployments
+    head = next(p for p in plan.processes if p.kind == "engine" and p.role == "head")
+    dog = next(p for p in plan.processes if p.kind == "watchdog" and p.host == head.host)
+    assert dog.exec_argv[dog.exec_argv.index("--secret-env") + 1] == head.secret_file
+    assert "sk-never-in-argv" not in " ".join(dog.exec_argv) + " ".join(dog.env.values())
+    off = {**deployment, "unit": {"watchdog_probe_interval": 0}}
+    dogs = [p for p in fleet_of(off, {"n0": {}, "n1": {}}).deployments[0].processes if p.kind == "watchdog"]
+    assert len(dogs) == 2 and not any("--probe-url" in d.exec_argv for d in dogs)
 
 
 def test_watchdogs_can_be_turned_off():
