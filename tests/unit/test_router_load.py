@@ -80,9 +80,9 @@ def test_every_kind_at_the_fixed_rate_all_counted(engine, tmp_path):
     assert 10 <= result["ok"] <= 13  # 6 per second for 2 s, open loop
     assert set(result["by_kind"]) == {"completion", "chat", "chat-stream"}
     assert result["tokens"] == 3 * result["ok"]
-    assert {(path, stream) for path, stream, _ in engine.seen} == {
+    assert {(seen[0], seen[1]) for seen in engine.seen} == {
         ("/v1/completions", False), ("/v1/chat/completions", False), ("/v1/chat/completions", True)}
-    assert {auth for _, _, auth in engine.seen} == {"Bearer sk-load"}
+    assert {seen[2] for seen in engine.seen} == {"Bearer sk-load"}
     assert all(e["ttft"] is not None and e["ttft"] <= e["latency"] for e in events)
     assert result["latency_s"]["p50"] is not None and result["late"] == 0
 

@@ -97,8 +97,8 @@ def percentiles(values):
     if not values:
         return {"p50": None, "p99": None, "max": None}
     ordered = sorted(values)
-    pick = lambda q: ordered[min(len(ordered) - 1, int(q * len(ordered)))]  # noqa: E731
-    return {"p50": pick(0.5), "p99": pick(0.99), "max": ordered[-1]}
+    return {"p50": ordered[min(len(ordered) - 1, len(ordered) // 2)],
+            "p99": ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))], "max": ordered[-1]}
 
 
 def summary(events, seconds, late):
