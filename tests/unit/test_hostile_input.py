@@ -215,6 +215,27 @@ def test_weights_import_source(value):
 
 
 @SETTINGS
+@given(st.none() | st.booleans() | st.integers(-3, 5000) | st.floats(allow_nan=False) | VALUES,
+       st.none() | st.integers(-3, 5000))
+def test_unit_shutdown_timeout(value, stop):
+    """The drain: refused at its key, or exactly that many seconds in the engine's argv, below
+    the stop timeout its unit file gives docker stop."""
+    unit = {"shutdown_timeout": value, **({"stop_timeout": stop} if stop is not None else {})}
+
+    def check(files):
+        text = one(files, "vllm-dep.service")
+        argv, stopping = readers.exec_argv(text), readers.exec_argv(text, "ExecStop")
+        seconds = 30 if value is None else value  # unset: the default drain (the recipe's image is nightly)
+        if seconds == 0:
+            assert "--shutdown-timeout" not in argv
+        else:
+            assert argv[argv.index("--shutdown-timeout") + 1] == str(seconds)
+            assert seconds < int(stopping[stopping.index("-t") + 1])
+
+    refused_or(str(value), "vllm_deployment.unit", lambda: render_with({"name": "dep", "unit": unit}), check)
+
+
+@SETTINGS
 @given(VALUES | st.sampled_from(["-v", "--privileged", "a:b c", "reg:5000/x/y:tag", "x@sha256:" + "a" * 64]))
 def test_image(value):
     def check(files: dict[str, str]) -> None:
