@@ -229,7 +229,7 @@ def test_unit_shutdown_timeout(value, stop):
         if seconds == 0:
             assert "--shutdown-timeout" not in argv
         else:
-            assert argv[argv.index("--shutdown-timeout") + 1] == str(seconds)
+            assert argv[argv.index("--shutdown-timeout") + 1] == str(int(seconds))  # 1.0 is read as 1
             assert seconds < int(stopping[stopping.index("-t") + 1])
 
     refused_or(str(value), "vllm_deployment.unit", lambda: render_with({"name": "dep", "unit": unit}), check)
