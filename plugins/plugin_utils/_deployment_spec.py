@@ -230,7 +230,9 @@ def drain_seconds(unit: UnitSpec, image: Optional[str]) -> int:
     if unit.shutdown_timeout is not None:
         return unit.shutdown_timeout
     version = image_vllm_version(image)
-    return 0 if version is not None and version < DRAIN_SINCE else DRAIN_DEFAULT_S
+    if version is not None and version < DRAIN_SINCE:
+        return 0
+    return min(DRAIN_DEFAULT_S, unit.stop_timeout - 1)  # docker stop must not cut the drain
 
 
 class CpuSpec(_Strict):
