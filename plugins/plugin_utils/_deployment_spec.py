@@ -27,6 +27,7 @@ from pydantic import (
 )
 
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._argv_tools import compact_json
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._image_refs import parse_reference
 
 __all__ = [
     "Count",
@@ -215,11 +216,10 @@ def image_vllm_version(image: Optional[str]) -> Optional[tuple[int, int]]:
     """The vLLM (major, minor) an image's tag names (``vllm/vllm-openai:v0.17.1``), else None."""
     if not image:
         return None
-    name = image.split("@", 1)[0]
-    tail = name.rsplit("/", 1)[-1]
-    if ":" not in tail:
+    suffix = parse_reference(image).suffix  # ":tag", "@sha256:...", ":tag@sha256:..." or ""
+    if not suffix.startswith(":"):
         return None
-    match = _TAG_VERSION_RE.match(tail.rsplit(":", 1)[1])
+    match = _TAG_VERSION_RE.match(suffix[1:].split("@", 1)[0])
     return (int(match.group(1)), int(match.group(2))) if match else None
 
 
