@@ -55,14 +55,32 @@ on_exit() {
 }
 trap on_exit EXIT
 
+# A failed `hf download`: why, in its words. When the cache's filesystem filled up, only its last
+# line and what to do. No marker is written, so no later run trusts the partial files; the next
+# `hf download` resumes them.
+download_failed() {
+    local where=$cache/hub
+    [ -d "$repo_dir" ] && where=$repo_dir
+    echo "hf download $repo${*:+ $*} --revision $revision into $where on $(hostname) failed:" >&2
+    if grep -qE 'No space left on device|Errno 28|Disk quota exceeded' "$log"; then
+        grep -E 'No space left on device|Errno 28|Disk quota exceeded' "$log" | tail -n 1 >&2
+        echo "the filesystem of $where on $(hostname) is full" \
+            "($(df -Pk "$where" | awk 'NR == 2 { printf "%d KiB free of %d KiB", $4, $2 }')):" \
+            "free space there, or give the deployment a weights cache on a larger filesystem, and run again;" \
+            "the partial files are kept (not marked finished) and the download resumes" >&2
+    else
+        echo "last lines of $log:" >&2
+        tail -n 20 "$log" >&2
+    fi
+    exit 1
+}
+
 mkdir -p "$cache/hub" "$(dirname "$marker")"
 write_status
 if [ "${#only[@]}" -gt 0 ]; then
     if ! "$hf" download "$repo" "${only[@]}" --revision "$revision" --cache-dir "$cache/hub" \
         --force-download --quiet >"$log" 2>&1; then
-        echo "hf download $repo ${only[*]} --revision $revision failed; last lines of $log:" >&2
-        tail -n 20 "$log" >&2
-        exit 1
+        download_failed "${only[@]}"
     fi
     state="done"
     write_status
@@ -75,9 +93,7 @@ while kill -0 "$pid" 2>/dev/null; do
     write_status
 done
 if ! wait "$pid"; then
-    echo "hf download $repo --revision $revision failed; last lines of $log:" >&2
-    tail -n 20 "$log" >&2
-    exit 1
+    download_failed
 fi
 snapshot=$(grep -E '^/' "$log" | tail -n 1)
 if [ -z "$snapshot" ] || [ ! -d "$snapshot" ]; then
