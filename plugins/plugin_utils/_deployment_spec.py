@@ -182,7 +182,8 @@ class UnitSpec(_Strict):
     stop_timeout: Count = Field(default=120, ge=1, le=3600)
     #: Default ``TimeoutStartSec`` when the recipe sets no ``VLLM_ENGINE_READY_TIMEOUT_S``.
     start_timeout: Count = Field(default=1800, ge=1, le=86400)
-    #: Group watchdog of multi-node groups (docs/operations.md): one per rank host.
+    #: Watchdogs (docs/operations.md, group supervision): one per rank of a multi-node group, one per
+    #: single-node engine (single, replica, KV-offload instance).
     watchdog: bool = True
     #: Seconds between two probes of the group head's ``/health``.
     watchdog_interval: Count = Field(default=5, ge=1, le=3600)

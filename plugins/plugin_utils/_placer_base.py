@@ -1,7 +1,7 @@
 # Copyright: (c) 2026, vllm_fleet maintainers
 # Apache License 2.0 (see LICENSE)
 """The base of the deploy-type placers: the resolution's image and vendor, role checks, the
-router, the multi-node group watchdogs, and the finished :class:`DeploymentPlan`.
+router, the watchdogs (multi-node groups, single-node engines), and the finished :class:`DeploymentPlan`.
 
 PRIVATE to the vllm_fleet.recipes collection: not a public API, may change
 without notice. Other collections must not import it.
@@ -39,6 +39,8 @@ from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._vendors import
 
 #: A deploy type as the engine names them (a pinned record's is checked: it names folders and rows).
 _DEPLOY_TYPE_RE = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
+#: Engines that serve the API alone on one node; each gets its own watchdog (add_watchdogs).
+SINGLE_ENGINE_ROLES = ("single", "replica", "instance")
 
 
 class PlacerBase(ProcessPlacer):
@@ -173,10 +175,11 @@ class PlacerBase(ProcessPlacer):
             out += ["--prometheus-host", self.spec.router.bind_address]
         return out, port
 
-    # -- multi-node group watchdogs -----------------------------------------------------------
+    # -- watchdogs: multi-node groups and single-node engines ----------------------------------
     def _progress_probe(self, head: Process) -> list[str]:
-        """The head watchdog's completion probe: a lost follower leaves /health green, and only a
-        request that never completes shows it. The API key stays in the secret env file."""
+        """The watchdog's completion probe of an engine that serves the API: a lost follower or a
+        wedged engine can leave /health green, and only a request that never completes shows it.
+        The API key stays in the secret env file."""
         unit_spec = self.spec.unit
         served = head.engine_args.served_name if head.engine_args is not None else None
         if not unit_spec.watchdog_probe_interval or not served or not head.health_url:
@@ -186,27 +189,39 @@ class PlacerBase(ProcessPlacer):
                "--probe-timeout", str(unit_spec.watchdog_probe_timeout)]
         return out + (["--secret-env", head.secret_file] if head.secret_file else [])
 
-    def add_watchdogs(self) -> None:
-        """One group watchdog per rank of every multi-node group (vllm issue #32136).
+    def _supervised(self) -> list[tuple[Process, list[Process]]]:
+        """(head, members) of what the watchdogs supervise: every multi-node group (vllm issue
+        #32136), and every single-node engine that serves the API alone (a single engine, a
+        replica, a KV-offload instance), a group of one. Prefill and decode pools are not yet."""
+        groups: dict[str, list[Process]] = {}
+        out: list[tuple[Process, list[Process]]] = []
+        for proc in self.processes:
+            if proc.kind != "engine" or proc.engine_args is None:
+                continue
+            if proc.role in ("head", "worker") and proc.engine_args.nnodes > 1:
+                groups.setdefault(proc.restart_group, []).append(proc)
+            elif proc.role in SINGLE_ENGINE_ROLES and proc.engine_args.nnodes <= 1 and proc.health_url:
+                out.append((proc, [proc]))
+        for members in groups.values():
+            head = next((p for p in members if p.role == "head" and p.health_url), None)
+            if head is not None and len(members) > 1:
+                out.append((head, members))
+        return out
 
-        Each watches the group head's ``/health``; when the head fails for longer than
-        ``unit.watchdog_grace`` after having been healthy, it restarts its own rank so the
-        group forms again (headless followers never rejoin a restarted head on their own).
-        The head's own watchdog also probes a completion, and restarts the head when no
-        request completes for that long (a lost follower, a wedged engine).
+    def add_watchdogs(self) -> None:
+        """One watchdog per rank of every multi-node group and per single-node engine.
+
+        Each watches its head's ``/health`` (a single engine is its own head); when the head fails
+        for longer than ``unit.watchdog_grace`` after having been healthy, it restarts its own
+        engine, so a group forms again (headless followers never rejoin a restarted head on their
+        own) and a wedged single engine serves again. The head's own watchdog also probes a
+        completion, and restarts the head when no request completes for that long (a lost
+        follower, a wedged engine).
         """
         unit_spec = self.spec.unit
         if not unit_spec.watchdog:
             return
-        groups: dict[str, list[Process]] = {}
-        for proc in self.processes:
-            if proc.kind == "engine" and proc.role in ("head", "worker") and proc.engine_args is not None \
-                    and proc.engine_args.nnodes > 1:
-                groups.setdefault(proc.restart_group, []).append(proc)
-        for members in groups.values():
-            head = next((p for p in members if p.role == "head" and p.health_url), None)
-            if head is None or len(members) < 2:
-                continue
+        for head, members in self._supervised():
             for proc in members:
                 argv = [WATCHDOG_PYTHON, WATCHDOG_BINARY, "--unit", proc.unit_file, "--head-url", head.health_url or "",
                         "--interval", str(unit_spec.watchdog_interval),
@@ -217,6 +232,8 @@ class PlacerBase(ProcessPlacer):
                     argv += ["--container", proc.unit]
                 if proc is head:
                     argv += self._progress_probe(head)
+                if len(members) == 1:
+                    argv.append("--single")
                 unit = f"{proc.unit}-watchdog"
                 self.processes.append(Process(
                     deployment=self.decl.name, unit=unit, kind="watchdog", role="watchdog", host=proc.host,

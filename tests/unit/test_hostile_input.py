@@ -61,7 +61,8 @@ ENGINE = P.engine_factory()
 
 
 def one(files: dict[str, str], suffix: str) -> str:
-    (text,) = [t for p, t in files.items() if p.endswith(suffix)]
+    """The one file whose name ends with suffix (an engine's watchdog unit is not it)."""
+    (text,) = [t for p, t in files.items() if p.endswith(suffix) and not p.endswith("-watchdog" + suffix)]
     return text
 
 
@@ -142,10 +143,13 @@ def test_probe_header_sends_the_api_key_the_secret_file_holds(value):
 def test_advanced_args_token(value):
     def check(files: dict[str, str]) -> None:
         plan = json.loads(files["plan.json"])
-        (proc,) = plan["deployments"]["g"]["processes"]
+        (proc, watchdog) = sorted(plan["deployments"]["g"]["processes"], key=lambda p: p["kind"])
         argv = readers.exec_argv(one(files, ".service"))
         assert argv == proc["exec_start"]
         assert argv[argv.index("--served-model-name") + 1] == value
+        # the watchdog's completion probe asks for the served name: the same argv, read back whole
+        probe = readers.exec_argv(one(files, "-watchdog.service"))
+        assert probe == watchdog["exec_start"] and probe[probe.index("--model") + 1] == value
 
     refused_or(value, "vllm_deployment", lambda: render_with({"advanced_args": ["--served-model-name", value]}),
                check)
@@ -347,8 +351,9 @@ def test_rendered_units_pass_systemd_analyze_verify(target_root, token, host):
         files = render_with({"advanced_args": ["--served-model-name", token]}, host=host)
     except (RecipeError, ValueError):
         return
-    unit = one(files, ".service")
-    result = verify_units(target_root, {"vllm-g.service": unit})
+    # the served name reaches the watchdog's argv too (its completion probe asks for it)
+    units = {"vllm-g.service": one(files, ".service"), "vllm-g-watchdog.service": one(files, "-watchdog.service")}
+    result = verify_units(target_root, units)
     assert result.returncode == 0 and result.stderr == "", result.stderr
 
 

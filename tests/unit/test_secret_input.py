@@ -256,5 +256,6 @@ all:
     holders = sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file() and plaintext in p.read_text())
     assert holders == ["g/a/vllm-g.secret.env"]
     assert (out / holders[0]).stat().st_mode & 0o777 == 0o600
-    (proc,) = json.loads((out / "plan.json").read_text())["deployments"]["g"]["processes"]
+    (proc,) = [p for p in json.loads((out / "plan.json").read_text())["deployments"]["g"]["processes"]
+               if p["kind"] == "engine"]
     assert "DATABASE_URL" in proc["secret_env_keys"] and "DATABASE_URL" not in proc["env"]

@@ -145,7 +145,7 @@ def test_shell_metacharacters_in_advanced_args(target_root):
     fleet = P.build_plan(*fleet_of({"g": (1, decl, "名前")}), ENGINE)
     files = R.render(fleet)
     check_files(fleet, files)
-    (proc,) = fleet.deployments[0].processes
+    (proc,) = [p for p in fleet.deployments[0].processes if p.kind == "engine"]
     argv = readers.exec_argv(files[f"g/{proc.host}/{proc.unit_file}"])
     assert argv[argv.index("--served-model-name") + 1] == SHELL_TOKEN
     if SYSTEMD_ANALYZE:
@@ -162,7 +162,7 @@ def test_secret_named_extra_env_is_moved_to_the_secret_file():
     assert readers.shim_env_file(files[secret_path])["WANDB_API_KEY"] == "wb-$(id)'x'"
     assert not any("wb-$(id)" in t for p, t in files.items() if p != secret_path)
     plan = json.loads(files["plan.json"])
-    (proc,) = plan["deployments"]["g"]["processes"]
+    (proc,) = [p for p in plan["deployments"]["g"]["processes"] if p["kind"] == "engine"]
     assert "WANDB_API_KEY" in proc["secret_env_keys"] and "WANDB_API_KEY" not in proc["env"]
 
 
@@ -191,7 +191,8 @@ def _single(advanced_args: list, host: str = "a") -> dict[str, str]:
 def test_pretty_printed_json_in_advanced_args_is_written_compactly(value, indent):
     pretty = json.dumps(value, indent=indent, ensure_ascii=False) + "\n"  # a YAML block scalar ends with one
     files = _single(["--speculative-config", pretty])
-    argv = readers.exec_argv(next(t for p, t in files.items() if p.endswith(".service")))
+    argv = readers.exec_argv(next(t for p, t in files.items()
+                                  if p.endswith(".service") and not p.endswith("-watchdog.service")))
     written = argv[argv.index("--speculative-config") + 1]
     assert written == json.dumps(value, separators=(",", ":"), ensure_ascii=False)  # key order kept
     assert json.loads(written) == value

@@ -75,13 +75,15 @@ def head():
 
 
 def fake_systemctl(tmp_path: Path) -> Path:
-    """A recording systemctl; ``show`` prints the content of tmp_path/invocation (else 'active')."""
+    """A recording systemctl; ``show -p NAME`` prints tmp_path/prop-NAME, else the content of
+    tmp_path/invocation, else 'active'."""
     calls = tmp_path / "calls"
     script = tmp_path / "bin" / "systemctl"
     script.parent.mkdir()
     invocation = tmp_path / "invocation"
     script.write_text(f'#!/bin/sh\necho "$*" >> {calls}\n'
-                      f'[ "$1" = show ] && {{ cat {invocation} 2>/dev/null || echo active; }}\nexit 0\n')
+                      f'[ "$1" = show ] && {{ cat {tmp_path}/prop-$3 2>/dev/null || cat {invocation} 2>/dev/null '
+                      f'|| echo active; }}\nexit 0\n')
     script.chmod(0o755)
     docker = script.parent / "docker"
     docker.write_text(f'#!/bin/sh\necho "docker $*" >> {calls}\nexit 0\n')
@@ -182,6 +184,37 @@ def test_a_rank_systemd_already_restarted_is_left_alone(tmp_path, head):
         proc.terminate()
         output = proc.communicate(timeout=10)[0]
     assert "already restarted since (by systemd)" in output and "has not formed" in output
+
+
+def test_a_single_engine_stopped_on_purpose_is_left_alone_and_a_hung_one_restarted(tmp_path, head):
+    """A single-node engine is its own head (--single). systemctl stop is not a fault; a hang is."""
+    calls = fake_systemctl(tmp_path)
+    state = tmp_path / "state.json"
+    env = dict(os.environ, PATH=f"{tmp_path / 'bin'}:{os.environ['PATH']}")
+    head.healthy = True
+    proc = subprocess.Popen([sys.executable, str(WATCHDOG), "--unit", "vllm-x-r1.service", "--head-url", head.url,
+                             "--interval", "0.1", "--grace", "0.5", "--rearm-after", "1", "--state-file", str(state),
+                             "--container", "vllm-x-r1", "--single"],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        assert wait_for(lambda: state.exists() and json.loads(state.read_text())["armed"] is True, timeout=60)
+        (tmp_path / "prop-ActiveState").write_text("inactive\n")  # systemctl stop vllm-x-r1
+        head.healthy = False
+        assert wait_for(lambda: "stopped on purpose" in (json.loads(state.read_text())["reason"] or ""))
+        time.sleep(2.0)  # past --rearm-after: still not started by the watchdog
+        assert restarts(calls) == []
+        # started again by hand, then it hangs (/health fails, the unit active): killed and restarted
+        (tmp_path / "prop-ActiveState").write_text("active\n")
+        head.healthy = True
+        assert wait_for(lambda: json.loads(state.read_text())["armed"] is True)
+        head.healthy = False
+        assert wait_for(lambda: len(restarts(calls)) == 1)
+        assert "docker kill vllm-x-r1" in calls.read_text()
+    finally:
+        proc.terminate()
+        output = proc.communicate(timeout=10)[0]
+    assert "is inactive (stopped on purpose): leaving it" in output
+    assert "restarting vllm-x-r1.service so the engine serves again" in output
 
 
 def progress_watchdog(tmp_path: Path, head: Head) -> tuple[subprocess.Popen, Path, Path]:

@@ -497,7 +497,7 @@ def test_drift_playbook_end_to_end(tmp_path):
     fake.chmod(0o755)
     inventory, deployment = _drift_inventory(tmp_path)
     plan = _install(tmp_path, deployment)
-    (proc,) = plan["deployments"]["drift-demo"]["processes"]
+    (proc,) = [p for p in plan["deployments"]["drift-demo"]["processes"] if p["kind"] == "engine"]
     assert proc["exec_start"][0] == str(fake)
     running = copy.deepcopy(CONTAINER_SHIM)  # the engine as deployed: it drains on a planned stop
     running["Args"] += ["--shutdown-timeout", "30"]

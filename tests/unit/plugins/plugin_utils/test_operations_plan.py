@@ -56,7 +56,8 @@ def test_replicas_roll_one_at_a_time_drained_from_the_router():
     assert [b["name"] for b in batches] == ["g/replica0", "g/replica1", "g/router"]
     first = batches[0]
     assert first["hosts"] == ["e0"] and first["groups"] == ["g/replica0"]
-    assert [b["kinds"] for b in batches] == [["engine"], ["engine"], ["router"]]
+    # each replica restarts with its watchdog (stopped first, started after the engine's gate)
+    assert [b["kinds"] for b in batches] == [["engine", "watchdog"], ["engine", "watchdog"], ["router"]]
     assert first["drain"] == {"router_host": "lb", "router_url": "http://10.9.0.3:30000",
                               "worker_url": "http://10.9.0.1:8000"}
     (probe,) = first["probes"]
@@ -64,7 +65,10 @@ def test_replicas_roll_one_at_a_time_drained_from_the_router():
     assert probe["model"] == "zai-org/GLM-5.3-Flash"
     assert batches[2]["drain"] is None and batches[2]["probes"] == []
     # what a failed batch's rollback restores: the replica's unit, env file and manifest on its host only
-    assert first["files"] == {"e0": ["/etc/systemd/system/vllm-g-r0.service", "/etc/vllm-fleet/g/vllm-g-r0.env",
+    assert first["files"] == {"e0": ["/etc/systemd/system/vllm-g-r0-watchdog.service",
+                                     "/etc/systemd/system/vllm-g-r0.service",
+                                     "/etc/vllm-fleet/g/vllm-g-r0-watchdog.env", "/etc/vllm-fleet/g/vllm-g-r0.env",
+                                     "/var/lib/vllm-fleet/units/vllm-g-r0-watchdog.service.json",
                                      "/var/lib/vllm-fleet/units/vllm-g-r0.service.json"]}
     assert batches[2]["files"] == {"lb": ["/etc/systemd/system/vllm-g-router.service",
                                           "/etc/vllm-fleet/g/router.json", "/etc/vllm-fleet/g/vllm-g-router.env",

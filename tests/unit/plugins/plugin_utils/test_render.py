@@ -82,7 +82,7 @@ def test_units_pass_systemd_analyze_verify(fleet_files, target_root):
 def test_verify_catches_broken_units(target_root, breakage, message):
     """The check is real: the same root rejects a unit broken in each of these ways."""
     files = R.render(example_fleet("single_node_tp"))
-    (text,) = [t for p, t in files.items() if p.endswith(".service")]
+    (text,) = [t for p, t in files.items() if p.endswith(".service") and not p.endswith("-watchdog.service")]
     result = verify_units(target_root, {"broken.service": breakage(text)})
     assert message in result.stderr
 
@@ -211,7 +211,7 @@ def test_secrets_only_in_the_secret_file():
             assert "VLLM_API_KEY=sk-UNIT-TEST-SECRET" in text and "HF_TOKEN=hf_UNIT_TEST_TOKEN" in text
         else:
             assert "sk-UNIT-TEST-SECRET" not in text and "hf_UNIT_TEST_TOKEN" not in text, path
-    unit = next(t for p, t in files.items() if p.endswith(".service"))
+    unit = next(t for p, t in files.items() if p.endswith(".service") and not p.endswith("-watchdog.service"))
     assert "--api-key" not in unit  # the recipe's `--api-key $API_KEY` became VLLM_API_KEY
     argv = parse_exec(unit)
     image = argv.index("--entrypoint")
@@ -222,7 +222,7 @@ def test_secrets_only_in_the_secret_file():
     assert shim == _container.SECRET_SHIM and "/run/vllm-fleet/secret.env" in shim  # read, not sourced
     assert argv[argv.index("-c") + 2:argv.index("-c") + 5] == ["vllm-fleet-secrets", "vllm", "serve"]
     plan = json.loads(files["plan.json"])
-    (proc,) = plan["deployments"]["fleet"]["processes"]
+    (proc,) = [p for p in plan["deployments"]["fleet"]["processes"] if p["kind"] == "engine"]
     assert proc["secret_env_keys"] == ["HF_TOKEN", "VLLM_API_KEY"]
     assert "HF_HUB_OFFLINE" not in proc["env"]  # weights mode "container": vLLM downloads
 
@@ -243,7 +243,7 @@ def test_hardened_vendor_flags():
     assert router[9:12] == ["--entrypoint", "vllm-router", "vllm/vllm-router:0.1.17"]
 
     ascend = VARIANT_FLEETS["ascend"]()
-    (proc,) = ascend.deployments[0].processes
+    (proc,) = [p for p in ascend.deployments[0].processes if p.kind == "engine"]
     argv = proc.exec_argv
     assert "--gpus" not in argv and "--privileged" not in argv
     for dev in ["/dev/davinci0", "/dev/davinci7", "/dev/davinci_manager", "/dev/devmm_svm", "/dev/hisi_hdc"]:
