@@ -97,6 +97,21 @@ def restarts(calls: Path) -> list[str]:
     return [line for line in calls.read_text().splitlines() if line.startswith("restart")]
 
 
+def start_watchdog(tmp_path: Path, head: Head, unit: str, *flags: str,
+                   invocation: str = "") -> tuple[subprocess.Popen, Path, Path]:
+    """The real watchdog of ``unit`` watching ``head``, the recording systemctl and docker first on
+    PATH (``invocation``: what systemctl shows as the unit's InvocationID). Its log is its stdout."""
+    calls = fake_systemctl(tmp_path)
+    if invocation:
+        (tmp_path / "invocation").write_text(invocation + "\n")
+    state = tmp_path / "state.json"
+    env = dict(os.environ, PATH=f"{tmp_path / 'bin'}:{os.environ['PATH']}")
+    proc = subprocess.Popen([sys.executable, str(WATCHDOG), "--unit", unit, "--head-url", head.url,
+                             "--state-file", str(state), *flags],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    return proc, calls, state
+
+
 def wait_for(predicate, timeout: float = 10.0) -> bool:
     deadline = time.time() + timeout
     while time.time() < deadline:
@@ -107,12 +122,7 @@ def wait_for(predicate, timeout: float = 10.0) -> bool:
 
 
 def test_restarts_the_rank_once_per_head_outage_and_never_during_a_load(tmp_path, head):
-    calls = fake_systemctl(tmp_path)
-    state = tmp_path / "state.json"
-    env = dict(os.environ, PATH=f"{tmp_path / 'bin'}:{os.environ['PATH']}")
-    proc = subprocess.Popen([sys.executable, str(WATCHDOG), "--unit", "vllm-x-rank1.service", "--head-url", head.url,
-                             "--interval", "0.1", "--grace", "0.5", "--state-file", str(state)],
-                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc, calls, state = start_watchdog(tmp_path, head, "vllm-x-rank1.service", "--interval", "0.1", "--grace", "0.5")
     try:
         # a long model load: the head was never healthy, so nothing happens (the state file
         # appears with the first poll; a loaded machine may take seconds to start Python)
@@ -143,13 +153,8 @@ def test_restarts_the_rank_once_per_head_outage_and_never_during_a_load(tmp_path
 
 
 def test_a_short_blip_inside_the_grace_period_restarts_nothing(tmp_path, head):
-    calls = fake_systemctl(tmp_path)
-    state = tmp_path / "state.json"
-    env = dict(os.environ, PATH=f"{tmp_path / 'bin'}:{os.environ['PATH']}")
     head.healthy = True
-    proc = subprocess.Popen([sys.executable, str(WATCHDOG), "--unit", "u.service", "--head-url", head.url,
-                             "--interval", "0.1", "--grace", "5", "--state-file", str(state)],
-                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc, calls, state = start_watchdog(tmp_path, head, "u.service", "--interval", "0.1", "--grace", "5")
     try:
         assert wait_for(lambda: state.exists() and json.loads(state.read_text())["armed"] is True, timeout=60)
         head.healthy = False
@@ -159,19 +164,14 @@ def test_a_short_blip_inside_the_grace_period_restarts_nothing(tmp_path, head):
         assert restarts(calls) == []
     finally:
         proc.terminate()
-        proc.wait(timeout=10)
+        proc.communicate(timeout=10)
 
 
 def test_a_rank_systemd_already_restarted_is_left_alone(tmp_path, head):
     """The head died and systemd restarted it: its watchdog must not restart it a second time."""
-    calls = fake_systemctl(tmp_path)
-    (tmp_path / "invocation").write_text("first\n")
-    state = tmp_path / "state.json"
-    env = dict(os.environ, PATH=f"{tmp_path / 'bin'}:{os.environ['PATH']}")
     head.healthy = True
-    proc = subprocess.Popen([sys.executable, str(WATCHDOG), "--unit", "head.service", "--head-url", head.url,
-                             "--interval", "0.1", "--grace", "0.5", "--rearm-after", "1.5", "--state-file", str(state)],
-                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc, calls, state = start_watchdog(tmp_path, head, "head.service", "--interval", "0.1", "--grace", "0.5",
+                                        "--rearm-after", "1.5", invocation="first")
     try:
         assert wait_for(lambda: state.exists() and json.loads(state.read_text())["invocation"] == "first")
         head.healthy = False
@@ -188,14 +188,9 @@ def test_a_rank_systemd_already_restarted_is_left_alone(tmp_path, head):
 
 def test_a_single_engine_stopped_on_purpose_is_left_alone_and_a_hung_one_restarted(tmp_path, head):
     """A single-node engine is its own head (--single). systemctl stop is not a fault; a hang is."""
-    calls = fake_systemctl(tmp_path)
-    state = tmp_path / "state.json"
-    env = dict(os.environ, PATH=f"{tmp_path / 'bin'}:{os.environ['PATH']}")
     head.healthy = True
-    proc = subprocess.Popen([sys.executable, str(WATCHDOG), "--unit", "vllm-x-r1.service", "--head-url", head.url,
-                             "--interval", "0.1", "--grace", "0.5", "--rearm-after", "1", "--state-file", str(state),
-                             "--container", "vllm-x-r1", "--single"],
-                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc, calls, state = start_watchdog(tmp_path, head, "vllm-x-r1.service", "--interval", "0.1", "--grace", "0.5",
+                                        "--rearm-after", "1", "--container", "vllm-x-r1", "--single")
     try:
         assert wait_for(lambda: state.exists() and json.loads(state.read_text())["armed"] is True, timeout=60)
         (tmp_path / "prop-ActiveState").write_text("inactive\n")  # systemctl stop vllm-x-r1
@@ -218,18 +213,13 @@ def test_a_single_engine_stopped_on_purpose_is_left_alone_and_a_hung_one_restart
 
 
 def progress_watchdog(tmp_path: Path, head: Head) -> tuple[subprocess.Popen, Path, Path]:
-    calls = fake_systemctl(tmp_path)
-    state = tmp_path / "state.json"
     secret = tmp_path / "rank0.secret.env"
     secret.write_text("HF_TOKEN=hf-x\nVLLM_API_KEY=sk-probe\n")
-    env = dict(os.environ, PATH=f"{tmp_path / 'bin'}:{os.environ['PATH']}")
     head.healthy = True
-    proc = subprocess.Popen([sys.executable, str(WATCHDOG), "--unit", "head.service", "--head-url", head.url,
-                             "--interval", "0.1", "--grace", "1.5", "--state-file", str(state),
-                             "--probe-url", head.url[:-len("/health")] + "/v1/completions", "--model", "m",
-                             "--secret-env", str(secret), "--probe-every", "0.3", "--probe-timeout", "0.5",
-                             "--container", "vllm-x-rank0"],
-                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc, calls, state = start_watchdog(tmp_path, head, "head.service", "--interval", "0.1", "--grace", "1.5",
+                                        "--probe-url", head.url[:-len("/health")] + "/v1/completions", "--model", "m",
+                                        "--secret-env", str(secret), "--probe-every", "0.3", "--probe-timeout", "0.5",
+                                        "--container", "vllm-x-rank0")
     assert wait_for(lambda: state.exists() and json.loads(state.read_text())["armed"] is True, timeout=60)
     return proc, calls, state
 
