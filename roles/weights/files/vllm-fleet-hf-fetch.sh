@@ -56,8 +56,8 @@ on_exit() {
 trap on_exit EXIT
 
 # A failed `hf download`: why, in its words. When the cache's filesystem filled up, only its last
-# line and what to do. No marker is written, so no later run trusts the partial files; the next
-# `hf download` resumes them.
+# line and what to do. No marker is written, so no later run trusts what is there; the next
+# `hf download` skips the files that finished (hf removes a file cut by a full disk).
 download_failed() {
     local where=$cache/hub
     [ -d "$repo_dir" ] && where=$repo_dir
@@ -67,7 +67,7 @@ download_failed() {
         echo "the filesystem of $where on $(hostname) is full" \
             "($(df -Pk "$where" | awk 'NR == 2 { printf "%d KiB free of %d KiB", $4, $2 }')):" \
             "free space there, or give the deployment a weights cache on a larger filesystem, and run again;" \
-            "the partial files are kept (not marked finished) and the download resumes" >&2
+            "the files that finished are kept (the revision is not marked finished) and the next run fetches the rest" >&2
     else
         echo "last lines of $log:" >&2
         tail -n 20 "$log" >&2
