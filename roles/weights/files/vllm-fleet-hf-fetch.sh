@@ -62,8 +62,10 @@ download_failed() {
     local where=$cache/hub
     [ -d "$repo_dir" ] && where=$repo_dir
     echo "hf download $repo${*:+ $*} --revision $revision into $where on $(hostname) failed:" >&2
-    if grep -qE 'No space left on device|Errno 28|Disk quota exceeded' "$log"; then
-        grep -E 'No space left on device|Errno 28|Disk quota exceeded' "$log" | tail -n 1 >&2
+    local full
+    full=$(grep -E 'No space left on device|Errno 28|Disk quota exceeded' "$log" | tail -n 1 || true)
+    if [ -n "$full" ]; then
+        echo "$full" >&2
         echo "the filesystem of $where on $(hostname) is full" \
             "($(df -Pk "$where" | awk 'NR == 2 { printf "%d KiB free of %d KiB", $4, $2 }')):" \
             "free space there, or give the deployment a weights cache on a larger filesystem, and run again;" \
