@@ -3,7 +3,7 @@
 NIXL 1.5.1 (vLLM's PD KV connector) runs a UCX progress thread that polls without a pause:
 its Python API sets ``pthrDelay = 0``. Every prefill and decode worker therefore burns most of a
 core while idle, so on the 2-core CI machine the two PD engines took about one core from the
-scenarios and the static checks for the whole run (measured during CI on 5e70373: each thread
+scenarios and the static checks for the whole run (measured in a clean-clone .ci/run on 296c06f: each thread
 at 45-58 % of a core, 0 voluntary context switches, with no request in flight).
 
 Every few seconds this looks for such threads among the engines' processes (name ``VLLM::...``,
