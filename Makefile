@@ -2,8 +2,9 @@
 #
 #   make venv        .venv with everything Python needs (skipped when requirements are unchanged)
 #   make demo        run tools/demo.py
-#   make test        two stages at once (what CI runs): static (unit -> conformance ->
-#                    sanity -> lint) beside integration (molecule); logs in tests/output/test/
+#   make test        two stages at once (what CI runs): static (ruff -> mypy -> unit ->
+#                    conformance -> sanity -> lint) beside integration (molecule); logs in
+#                    tests/output/test/
 #
 # Every step is its own target; `make help` lists them. docs/development.md explains
 # each one, which ansible-test sanity tests run and why some are skipped.
@@ -27,6 +28,8 @@ PYTEST_WORKERS ?= logical
 PYTEST_DIST    ?= worksteal
 SANITY_ARGS   ?=
 LINT_ARGS     ?=
+RUFF_ARGS     ?=
+MYPY_ARGS     ?=
 # ansible-core's controller Python for `ansible-test sanity --python`.
 SANITY_PYTHON ?= 3.11
 # Collections that deploy roles need; Galaxy is unreachable, so they are taken
@@ -59,7 +62,7 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 #   import  - run separately below (`sanity-import`), without plugins/plugin_utils/.
 SANITY_SKIP := pslint import
 
-.PHONY: help venv collection-link collections mermaid-cli unit conformance sanity sanity-main \
+.PHONY: help venv collection-link collections mermaid-cli ruff mypy unit conformance sanity sanity-main \
         sanity-import ansible-test-pip lint static test test-packages demo build clean distclean
 
 help: ## list targets
@@ -96,7 +99,8 @@ $(BUNDLE_STAMP): | venv
 #   static       STATIC_STEPS one after another, at nice STATIC_NICE, so the
 #                scenarios (health gates, timeouts) keep the CPUs they ask for.
 # TEST_PARALLEL=0 runs static, then integration, in the foreground instead.
-STATIC_STEPS  ?= unit conformance sanity lint
+# ruff and mypy first: seconds each, so a lint or type error shows before the minutes of unit.
+STATIC_STEPS  ?= ruff mypy unit conformance sanity lint
 STATIC_NICE   ?= 10
 TEST_PARALLEL ?= 1
 TEST_LOG_DIR  ?= tests/output/test
@@ -120,7 +124,7 @@ test-packages: venv ## install the Debian packages `make test` needs (tests/infr
 
 # Every step runs even when one before it failed (like `make -k`); the failed ones are named,
 # and a missing shellcheck is repeated last.
-static: ## unit, conformance, sanity, lint in turn (STATIC_STEPS; no docker)
+static: ## ruff, mypy, unit, conformance, sanity, lint in turn (STATIC_STEPS; no docker)
 	@rc=0; tests/infra/in_turn.sh static step '$(MAKE) {}' $(STATIC_STEPS) || rc=$$?; \
 	command -v shellcheck >/dev/null || echo "static: WARNING: shellcheck is not installed: SKIPPED shellcheck of .ci/run (lint) and ansible-test's shellcheck sanity test; CI runs both" >&2; \
 	exit $$rc
@@ -131,6 +135,15 @@ static: ## unit, conformance, sanity, lint in turn (STATIC_STEPS; no docker)
 # Without node/npm it says so and installs nothing (the test skips itself).
 mermaid-cli: ## install mmdc (@mermaid-js/mermaid-cli) for the Mermaid diagram test, when missing
 	tests/infra/mermaid.sh install
+
+# The Python linters; their settings and every rule left out, with why, are in pyproject.toml
+# (docs/development.md, "Ruff and mypy"). Either fails on any finding.
+ruff: venv ## ruff check of every Python file (rules in pyproject.toml; RUFF_ARGS=--fix fixes what is safe)
+	$(VBIN)/ruff check $(RUFF_ARGS) .
+
+# mypy imports the collection by its full name, through .collections/ (collection-link).
+mypy: venv collection-link ## mypy on plugins/ (strict on plugin_utils; settings in pyproject.toml)
+	$(VBIN)/mypy $(MYPY_ARGS)
 
 unit: venv collections mermaid-cli ## pytest on tests/ (PYTEST_WORKERS=logical processes, pytest-xdist)
 	$(VPY) -m pytest $(if $(filter-out 0,$(PYTEST_WORKERS)),-n $(PYTEST_WORKERS) --dist $(PYTEST_DIST)) $(PYTEST_ARGS)
@@ -194,8 +207,8 @@ demo: collection-link ## run tools/demo.py in .venv-demo (requirements.txt + ans
 build: venv ## build the collection tarball into out/ from git's tracked files (tools/build.sh)
 	tools/build.sh out/
 
-clean: ## remove generated test output and the collection symlink tree
-	rm -rf .collections tests/output out .pytest_cache
+clean: ## remove generated test output, linter caches and the collection symlink tree
+	rm -rf .collections tests/output out .pytest_cache .mypy_cache .ruff_cache
 
 distclean: clean ## also remove .venv, .venv-demo and download caches
 	rm -rf $(VENV) $(DEMO_VENV) .cache

@@ -29,8 +29,9 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Optional
 
 ROOT = Path(__file__).resolve().parents[1]
 PLAYBOOK = ROOT / "playbooks" / "deploy.yml"

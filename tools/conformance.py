@@ -24,8 +24,9 @@ import gzip
 import json
 import re
 import sys
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 COLLECTIONS = ROOT / ".collections"
@@ -79,7 +80,7 @@ def first_difference(got: Any, want: Any, where: str = "output") -> str:
             if got[key] != want[key]:
                 return first_difference(got[key], want[key], f"{where}.{key}")
     if isinstance(got, list) and isinstance(want, list) and len(got) == len(want):
-        for index, (a, b) in enumerate(zip(got, want)):
+        for index, (a, b) in enumerate(zip(got, want, strict=True)):
             if a != b:
                 return first_difference(a, b, f"{where}[{index}]")
     return f"{where}: got {json.dumps(got)[:200]}, want {json.dumps(want)[:200]}"

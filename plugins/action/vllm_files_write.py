@@ -10,6 +10,7 @@ true back into them (module_utils/_file_diffs.py).
 from __future__ import annotations
 
 from ansible.plugins.action import ActionBase
+
 from ansible_collections.vllm_fleet.recipes.plugins.module_utils._file_diffs import with_after, without_journal_entry
 
 

@@ -18,6 +18,7 @@ from typing import Any, Optional
 from ansible.errors import AnsibleActionFail
 from ansible.module_utils.common.text.converters import to_text
 from ansible.plugins.action import ActionBase
+
 from ansible_collections.vllm_fleet.recipes.plugins.module_utils._file_diffs import with_after, without_journal_entry
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._requirements import missing_requirement
 

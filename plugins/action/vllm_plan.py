@@ -16,6 +16,7 @@ from typing import Optional
 from ansible.errors import AnsibleActionFail
 from ansible.module_utils.common.text.converters import to_native, to_text
 from ansible.plugins.action import ActionBase
+
 from ansible_collections.vllm_fleet.recipes.plugins.module_utils._atomic_write import atomic_write
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._requirements import missing_requirement
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._secret import VaultValue

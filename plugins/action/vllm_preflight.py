@@ -9,7 +9,7 @@ once, by the vllm_host_probe module. Documentation: ``plugins/modules/vllm_prefl
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Optional
+from typing import Any, Optional
 
 from ansible.errors import AnsibleActionFail
 from ansible.module_utils.common.text.converters import to_text
@@ -122,7 +122,7 @@ class ActionModule(ActionBase):
         else:
             view = []
         request = probe_request(inputs, checks, view, host)
-        facts = {}
+        facts: dict[str, Any] = {}
         if request:
             probed = self._execute_module(module_name=PROBE_MODULE, module_args={"request": request},
                                           task_vars=task_vars)

@@ -1,4 +1,3 @@
-# -*- coding: utf-8 -*-
 # Copyright: (c) 2026, vllm_fleet maintainers
 # Apache License 2.0 (see LICENSE)
 """Attributes shared by the collection's read-only host modules."""

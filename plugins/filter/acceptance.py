@@ -8,7 +8,8 @@ acceptance_kv_moved.yml.
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Optional
+from collections.abc import Mapping
+from typing import Any, Optional
 
 from ansible.errors import AnsibleFilterError
 

@@ -7,7 +7,8 @@ Documentation lives in the sidecar file benchmark_runs.yml.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from ansible.errors import AnsibleFilterError
 

@@ -7,7 +7,8 @@ Documentation lives in the sidecar file image_pulls.yml.
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Optional, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any, Optional
 
 from ansible.errors import AnsibleFilterError
 

@@ -8,7 +8,8 @@ prometheus_file_sd.yml, prometheus_rules.yml and fleet_figures.yml.
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Optional, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any, Optional
 
 from ansible.errors import AnsibleFilterError
 

@@ -7,7 +7,8 @@ Documentation lives in the sidecar files resolve.yml and default_selection.yml.
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Optional
+from collections.abc import Mapping
+from typing import Any, Optional
 
 from ansible.errors import AnsibleFilterError
 

@@ -7,7 +7,8 @@ Documentation lives in the sidecar file start_waves.yml.
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from ansible.errors import AnsibleFilterError
 

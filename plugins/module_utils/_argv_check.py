@@ -21,7 +21,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import Any, Callable, Dict, List, Mapping, NoReturn, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Mapping, NoReturn, Optional, Sequence, Tuple, cast
 
 from ansible_collections.vllm_fleet.recipes.plugins.module_utils import _argv_checker
 
@@ -145,12 +145,13 @@ class ArgvCheck:
     def _commands(self, checker: str) -> List[List[str]]:
         if not self.image:
             return [[self.router_python, checker, self.kind]]
+        image_id = cast(str, self.image_id)  # check() resolves the image before it runs the checker
         base = [self.docker, "run", "--rm", "-i", "--network", "none", "--cap-drop", "ALL",
                 "--security-opt", "no-new-privileges", "--log-driver", "none",
                 "-v", f"{checker}:{CONTAINER_CHECKER}:ro"]
         for key, value in sorted(self.env.items()):
             base += ["-e", f"{key}={value}"]
-        return [base + ["--entrypoint", python, self.image_id, CONTAINER_CHECKER, self.kind]
+        return [base + ["--entrypoint", python, image_id, CONTAINER_CHECKER, self.kind]
                 for python in self.pythons]
 
     def run_checker(self, argvs: List[Any]) -> Dict[str, Any]:
@@ -210,8 +211,8 @@ class ArgvCheck:
                 fresh[key] = entry
             self.checked = len(pending)
         results = []
-        for proc, (key, argv) in zip(self.processes, keys):
-            entry = fresh.get(key) or self.cache_get(key)
+        for proc, (key, _argv) in zip(self.processes, keys):
+            entry = cast(Dict[str, Any], fresh.get(key) or self.cache_get(key))  # checked now, or a cache hit
             version = version or entry.get("program_version")
             result = dict(entry["result"])
             result.pop("check_ms", None)
@@ -228,7 +229,7 @@ class ArgvCheck:
     @staticmethod
     def enforce_min_version(results: Sequence[Dict[str, Any]], processes: Sequence[Mapping[str, Any]],
                             version: Optional[str], minimum: Optional[str],
-                            per_deployment: Optional[Mapping[str, str]] = None) -> None:
+                            per_deployment: Optional[Mapping[Any, str]] = None) -> None:
         """Refuse (stage ``min-version``) accepted argvs whose process needs a newer vLLM than ``version``."""
         have = version_tuple(version)
         for out, proc in zip(results, processes):
@@ -267,7 +268,7 @@ def origin_from_plan(flag: Optional[str], deployment: Optional[Mapping[str, Any]
 
 
 def add_plan_origins(results: Sequence[Dict[str, Any]], processes: Sequence[Mapping[str, Any]],
-                     deployments: Mapping[str, Any]) -> None:
+                     deployments: Mapping[Any, Any]) -> None:
     """Fill in where each refused flag (or failed minimum version) came from, from the plan."""
     for out, proc in zip(results, processes):
         if out["ok"]:
@@ -292,7 +293,7 @@ def describe(out: Mapping[str, Any], image: Optional[str], version: Optional[str
     return f"{who}: {program}{where} refuses{flag}{origin}: {out.get('error')}"
 
 
-def exit_skipped(module: Any, started: float, reason: str) -> NoReturn:
+def exit_skipped(module: Any, started: float, reason: str) -> NoReturn:  # type: ignore[misc]  # exit_json exits; AnsibleModule is untyped
     """Exit the module with no results, stating why the check was skipped."""
     module.exit_json(changed=False, results=[], cached=False, checked=0, setup_s=0.0, failures=[],
                      elapsed_s=round(time.monotonic() - started, 3), skipped_reason=reason,

@@ -57,7 +57,7 @@ import os
 import re
 import sys
 import time
-from typing import get_args
+from typing import Any, Dict, List, Set, get_args
 
 # Part of every cache key: a new version re-checks what an older checker accepted.
 CHECKER_VERSION = 2
@@ -178,7 +178,7 @@ class VllmServeChecker:
 
     @staticmethod
     def _tokenizer_modes():
-        modes = set()
+        modes: Set[str] = set()
         try:
             from vllm.config.model import TokenizerMode
 
@@ -213,7 +213,7 @@ class VllmServeChecker:
             pass
         for module in _ATTENTION_BACKEND_ENUMS:
             try:
-                enum = getattr(importlib.import_module(module), "AttentionBackendEnum")
+                enum = importlib.import_module(module).AttentionBackendEnum
             except Exception:  # pylint: disable=broad-except
                 continue
 
@@ -253,7 +253,7 @@ class VllmServeChecker:
             args, error = _parse(self.parser, list(argv[2:]))
         if error:
             return _failure("parse", error)
-        notes = []
+        notes: List[str] = []
         try:
             if self.validate is not None:
                 self.validate(args)
@@ -395,7 +395,7 @@ class RouterChecker:
         return {"ok": True, "notes": []}
 
 
-CHECKERS = {"engine": VllmServeChecker, "router": RouterChecker}
+CHECKERS: Dict[str, Any] = {"engine": VllmServeChecker, "router": RouterChecker}
 
 
 def main(argv=None):

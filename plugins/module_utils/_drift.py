@@ -17,7 +17,7 @@ from __future__ import annotations
 import difflib
 import os
 import re
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, cast
 
 #: One difference: ``{"unit": ..., "kind": ..., "detail": ...}``.
 Entry = Dict[str, str]
@@ -351,6 +351,7 @@ def container_drift(process: Mapping[str, Any], container: Optional[Mapping[str,
     reason = not_running_detail(name, container, inspect_error)
     if reason:
         return [_entry(unit, "not_running", reason)], []
+    container = cast(Mapping[str, Any], container)  # not None here: a missing one has a reason above
     image = process.get("image") or ""
     image_config = (image_info or {}).get("Config") if image_info else None
     found = image_drift(unit, image, container, local_image_id, local_error)

@@ -15,8 +15,8 @@ import glob
 import json
 import os
 import stat
-from importlib import metadata
 from fnmatch import fnmatch
+from importlib import metadata
 from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
 
 Run = Callable[[Sequence[str]], "tuple[int, str, str]"]

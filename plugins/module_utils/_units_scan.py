@@ -24,7 +24,7 @@ _HEADER_FIELDS = re.compile(r"(\w+)=(\S*)")
 _SHOW_PROPERTIES = ("Id", "ActiveState", "SubState", "UnitFileState", "NRestarts")
 
 
-def unit_kind(plan_kind):
+def unit_kind(plan_kind: str) -> str:
     """A plan process kind as the scan reports it: mooncake_master and mooncake_store are one kind,
     ``mooncake``, as the roles select them."""
     return "mooncake" if plan_kind.startswith("mooncake") else plan_kind

@@ -29,6 +29,7 @@ import shutil
 import stat
 import tarfile
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Dict
 
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 _SHA1 = re.compile(r"^[0-9a-f]{40}$")
@@ -66,7 +67,7 @@ def expected_entry(entry: dict) -> dict:
     size = entry.get("size")
     if not isinstance(size, int) or isinstance(size, bool) or size < 0:
         raise WeightsError("manifest size %r: expected a non-negative integer" % (size,))
-    out = {"size": size}
+    out: Dict[str, Any] = {"size": size}
     for key, pattern in (("sha256", _SHA256), ("git_sha1", _SHA1)):
         value = entry.get(key)
         if value is None:
@@ -215,7 +216,7 @@ def _store(handle, size: int, name: str, blobs: str) -> tuple:
     if written != size:
         os.unlink(tmp)
         raise WeightsError("%s: read %d bytes, expected %d (truncated source?)" % (name, written, size))
-    entry = {"size": size, "sha256": sha256.hexdigest(), "git_sha1": git.hexdigest()}
+    entry: Dict[str, Any] = {"size": size, "sha256": sha256.hexdigest(), "git_sha1": git.hexdigest()}
     etag = entry["sha256"] if _is_lfs(name, size) else entry["git_sha1"]
     os.chmod(tmp, 0o644)
     os.replace(tmp, os.path.join(blobs, etag))
@@ -245,7 +246,7 @@ def _source_files(source: str):
                 rel = safe_relpath(os.path.relpath(path, source).replace(os.sep, "/"))
                 if not stat.S_ISREG(info.st_mode):
                     raise WeightsError("%s: %s is not a regular file (links are not imported)" % (source, rel))
-                yield rel, info.st_size, (lambda p=path: open(p, "rb"))
+                yield rel, info.st_size, (lambda p=path: open(p, "rb"))  # noqa: SIM115 - the caller closes it
         return
     if not os.path.isfile(source):
         raise WeightsError("%s: expected a directory or a tar archive (.tar, .tar.gz, .tgz, .tar.xz)" % source)
@@ -280,7 +281,7 @@ def import_files(source: str, repo_dir: str, commit: str | None = None, only: li
     if only and commit is None:
         raise WeightsError("a repair (only=...) needs the snapshot's commit")
     blobs = os.path.join(repo_dir, "blobs")
-    staging = os.path.join(repo_dir, "snapshots", commit if only else ".import-%d" % os.getpid())
+    staging = os.path.join(repo_dir, "snapshots", commit if only and commit is not None else ".import-%d" % os.getpid())
     os.makedirs(blobs, exist_ok=True)
     os.makedirs(staging, exist_ok=True)
     wanted = set(only) if only else None

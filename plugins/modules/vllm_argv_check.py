@@ -232,6 +232,7 @@ skipped_reason:
 """
 
 from ansible.module_utils.basic import AnsibleModule
+
 from ansible_collections.vllm_fleet.recipes.plugins.module_utils._argv_check import run_module
 
 

@@ -147,6 +147,7 @@ diff:
 """
 
 from ansible.module_utils.basic import AnsibleModule
+
 from ansible_collections.vllm_fleet.recipes.plugins.module_utils._drift import first_invalid_process
 from ansible_collections.vllm_fleet.recipes.plugins.module_utils._drift_host import drift_report
 

@@ -156,6 +156,7 @@ import subprocess
 import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
+
 from ansible_collections.vllm_fleet.recipes.plugins.module_utils._atomic_write import atomic_write
 from ansible_collections.vllm_fleet.recipes.plugins.module_utils._units_scan import collect, with_systemd_state
 

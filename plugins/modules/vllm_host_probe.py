@@ -113,6 +113,7 @@ import json
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.urls import open_url
+
 from ansible_collections.vllm_fleet.recipes.plugins.module_utils._host_probe import probe
 
 HUB_TIMEOUT_S = 20

@@ -146,6 +146,7 @@ units:
 """
 
 from ansible.module_utils.basic import AnsibleModule
+
 from ansible_collections.vllm_fleet.recipes.plugins.module_utils._units_scan import collect, with_systemd_state
 
 

@@ -113,6 +113,7 @@ import re
 import time
 
 from ansible.module_utils.basic import AnsibleModule
+
 from ansible_collections.vllm_fleet.recipes.plugins.module_utils import _weights_files as W
 
 _REPO = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")

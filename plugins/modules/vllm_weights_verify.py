@@ -115,6 +115,7 @@ import os
 import time
 
 from ansible.module_utils.basic import AnsibleModule
+
 from ansible_collections.vllm_fleet.recipes.plugins.module_utils import _weights_files as W
 
 

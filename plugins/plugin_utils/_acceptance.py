@@ -23,7 +23,8 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, Iterable, Mapping, Optional, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Optional
 
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._argv_tools import flag_value
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._prometheus_text import metric_sum
@@ -146,7 +147,10 @@ def acceptance_checks(plan: Mapping[str, Any], *, client: Optional[str] = None) 
     """
     deployments = [c for name, dep in sorted(plan.get("deployments", {}).items())
                    if (c := _deployment_checks(name, dep, client)) is not None]
-    warm, front, metrics, ranks = [], [], [], []
+    warm: list[dict[str, Any]] = []
+    front: list[dict[str, Any]] = []
+    metrics: list[dict[str, Any]] = []
+    ranks: list[dict[str, Any]] = []
     for check in deployments:
         common = {"deployment": check["deployment"], "client": check["client"]}
         key_unit = check["engines"][0]["unit"]

@@ -12,8 +12,9 @@ import ipaddress
 import json
 import re
 import shlex
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any, Optional
 
 _PLACEHOLDER_RE = re.compile(r"\$\{([A-Z][A-Z0-9_]*)\}|\$([A-Z][A-Z0-9_]*)")
 
@@ -181,7 +182,7 @@ def fill_placeholders(value: Any, mapping: Mapping[str, str]) -> Any:
     """
 
     def sub(text: str) -> str:
-        def repl(match: "re.Match[str]") -> str:
+        def repl(match: re.Match[str]) -> str:
             name = match.group(1) or match.group(2)
             if name not in mapping:
                 return match.group(0)

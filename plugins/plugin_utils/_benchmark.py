@@ -21,7 +21,8 @@ from __future__ import annotations
 import hashlib
 import json
 import shlex
-from typing import Any, Mapping, Optional, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any, Optional, cast
 
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._argv_tools import flag_value
 
@@ -88,9 +89,9 @@ def _client(deployment: Mapping[str, Any], engines: Sequence[Mapping[str, Any]],
     engine hosts hold."""
     if client:
         return client
-    engine_hosts = [p["host"] for p in engines]
+    engine_hosts: list[str] = [p["host"] for p in engines]
     if routers and routers[0]["host"] in engine_hosts:
-        return routers[0]["host"]
+        return cast(str, routers[0]["host"])
     return engine_hosts[0]
 
 

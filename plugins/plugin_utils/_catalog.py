@@ -50,8 +50,8 @@ from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._schema import 
 )
 
 __all__ = [
-    "Catalog",
     "DEFAULT_CATALOG_DIR",
+    "Catalog",
     "is_kv_store",
     "load_catalog",
     "load_strategies",
@@ -153,7 +153,7 @@ class Catalog:
 
     def hardware(self, hw_id: str) -> dict[str, Any]:
         """The hardware profile ``hw_id``; SelectionError when unknown."""
-        profiles = self.taxonomy.get("hardware_profiles") or {}
+        profiles: dict[str, dict[str, Any]] = self.taxonomy.get("hardware_profiles") or {}
         if hw_id not in profiles:
             raise SelectionError("hardware", value=hw_id, expected=_one_of(profiles), source=self.origin)
         return profiles[hw_id]
@@ -166,7 +166,7 @@ class Catalog:
 
     def kv_offload(self, option_id: str) -> dict[str, Any]:
         """A ``taxonomy.kv_offload`` option; SelectionError when unknown."""
-        options = self.taxonomy.get("kv_offload") or {}
+        options: dict[str, dict[str, Any]] = self.taxonomy.get("kv_offload") or {}
         if option_id not in options:
             raise SelectionError("kv_offload", value=option_id, expected=_one_of(options), source=self.origin)
         return options[option_id]

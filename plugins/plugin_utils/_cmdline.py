@@ -11,8 +11,9 @@ flag wins.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from functools import lru_cache
-from typing import Any, Iterable
+from typing import Any
 
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._jsvalue import text, truthy
 

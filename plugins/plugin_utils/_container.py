@@ -25,8 +25,9 @@ Two profiles (docs/container-flags.md lists every difference):
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Optional, Sequence
+from typing import Optional
 
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._vendors import (
     ASCEND_DRIVER_MOUNTS,
@@ -36,14 +37,14 @@ from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._vendors import
 )
 
 __all__ = [
-    "ContainerSpec",
+    "ASCEND_DRIVER_MOUNTS",
     "HARDENED_VENDORS",
+    "ContainerSpec",
     "engine_docker_argv",
+    "rdma_flags",
     "router_docker_argv",
     "vendor_flags",
-    "rdma_flags",
     "visible_devices_var",
-    "ASCEND_DRIVER_MOUNTS",
 ]
 
 #: Path the vLLM images read the Hugging Face cache from.

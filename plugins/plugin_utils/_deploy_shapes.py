@@ -47,7 +47,7 @@ def _follower_processes(ctx: SynthesisContext) -> list[tuple[str, list[Any]]]:
     return [rendered(ctx, process_args(ctx, None, "worker", rank)) for rank in follower_ranks(ctx.node_count)]
 
 
-def single_node(ctx: SynthesisContext) -> dict:
+def single_node(ctx: SynthesisContext) -> dict[str, Any]:
     command, argv = rendered(ctx, process_args(ctx, None, None))
     result = {
         "deployType": first(ctx.layout.deploy_type, "single_node"),
@@ -61,7 +61,7 @@ def single_node(ctx: SynthesisContext) -> dict:
     return result
 
 
-def multi_node(ctx: SynthesisContext) -> dict:
+def multi_node(ctx: SynthesisContext) -> dict[str, Any]:
     head = rendered(ctx, process_args(ctx, None, "head"))
     workers = _follower_processes(ctx)
     return {
@@ -77,15 +77,15 @@ def multi_node(ctx: SynthesisContext) -> dict:
     }
 
 
-def _companions(ctx: SynthesisContext) -> list[dict]:
+def _companions(ctx: SynthesisContext) -> list[dict[str, Any]]:
     """Helper processes that run beside ``vllm serve`` on the same node."""
     table = ctx.layout.features
     out = []
     for key in items(first(ctx.features, [])):
         entry = table.entry(key) if hashable_key(key) else None
-        companion = entry.companion if entry is not None else None
-        if companion is None or not entry.allowed:
+        if entry is None or entry.companion is None or not entry.allowed:
             continue
+        companion = entry.companion
         out.append({
             "feature": key,
             "label": first(get(companion, "label"), key),
@@ -106,7 +106,7 @@ def _companions(ctx: SynthesisContext) -> list[dict]:
     return out
 
 
-def mooncake_services(ctx: SynthesisContext) -> dict:
+def mooncake_services(ctx: SynthesisContext) -> dict[str, Any]:
     """The Mooncake master and store processes of a KV-store deployment."""
     store = ctx.kv_store
     master = get(store, "mooncake_master")
@@ -125,13 +125,13 @@ def mooncake_services(ctx: SynthesisContext) -> dict:
     }
 
 
-def kv_store(ctx: SynthesisContext) -> dict:
+def kv_store(ctx: SynthesisContext) -> dict[str, Any]:
     """Mooncake KV store: N vLLM instances (each possibly multi-node) behind a cache-aware router."""
     store = ctx.kv_store
     instances = ctx.kv_instance_count
     multi = ctx.layout.deploy_type == "multi_node" and to_number(ctx.node_count) > 1
     command, argv = rendered(ctx, process_args(ctx, None, "head" if multi else None))
-    vllm: dict = {"command": command, "argv": argv}
+    vllm: dict[str, Any] = {"command": command, "argv": argv}
     if multi:
         workers = _follower_processes(ctx)
         vllm.update({
@@ -175,7 +175,7 @@ def kv_store(ctx: SynthesisContext) -> dict:
     }
 
 
-def pool_meta(ctx: SynthesisContext, role: str) -> dict:
+def pool_meta(ctx: SynthesisContext, role: str) -> dict[str, Any]:
     """Sizes of one PD pool as the recipes site reports them."""
     gpu_count = ctx.layout.gpu_count
     request = ctx.pd_request(role)
@@ -196,7 +196,7 @@ def pool_meta(ctx: SynthesisContext, role: str) -> dict:
     }
 
 
-def _pd_router_command(ctx: SynthesisContext, meta: dict) -> str:
+def _pd_router_command(ctx: SynthesisContext, meta: dict[str, Any]) -> str:
     """The vllm-router line in front of the prefill and decode pools."""
     policy = first(get(get(ctx.layout.strategy, "router"), "policy"), "round_robin")
 
@@ -220,12 +220,12 @@ def _pd_router_command(ctx: SynthesisContext, meta: dict) -> str:
     ])
 
 
-def pd_cluster(ctx: SynthesisContext) -> dict:
+def pd_cluster(ctx: SynthesisContext) -> dict[str, Any]:
     """Disaggregated prefill/decode pools behind a vllm-router."""
     meta = {role: pool_meta(ctx, role) for role in PD_ROLES}
     router_command = _pd_router_command(ctx, meta)
     role_args = {role: process_args(ctx, role, None) for role in PD_ROLES}
-    result: dict = {"deployType": "pd_cluster", "nodeCount": ctx.node_count}
+    result: dict[str, Any] = {"deployType": "pd_cluster", "nodeCount": ctx.node_count}
     store = ctx.kv_store
     if truthy(get(store, "pd")):
         result["mooncake"] = {**mooncake_services(ctx), **{

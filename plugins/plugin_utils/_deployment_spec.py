@@ -30,12 +30,12 @@ from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._argv_tools imp
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._image_refs import parse_reference
 
 __all__ = [
-    "Count",
-    "NAME_RE",
-    "PLACEHOLDER_NAME_RE",
-    "CpuSpec",
     "DRAIN_DEFAULT_S",
     "DRAIN_SINCE",
+    "NAME_RE",
+    "PLACEHOLDER_NAME_RE",
+    "Count",
+    "CpuSpec",
     "DeploymentSpec",
     "MooncakeSpec",
     "PdSpec",
@@ -163,7 +163,7 @@ class RouterSpec(_Strict):
                              "consistent_hash"]] = None
 
     @model_validator(mode="after")
-    def _image_for_container(self) -> "RouterSpec":
+    def _image_for_container(self) -> RouterSpec:
         if self.runtime == "container" and not self.image:
             raise ValueError("router.image is required when router.runtime is 'container'")
         return self
@@ -199,7 +199,7 @@ class UnitSpec(_Strict):
     shutdown_timeout: Optional[Count] = Field(default=None, ge=0, le=3600)
 
     @model_validator(mode="after")
-    def _drain_inside_stop(self) -> "UnitSpec":
+    def _drain_inside_stop(self) -> UnitSpec:
         if self.shutdown_timeout is not None and self.shutdown_timeout >= self.stop_timeout:
             raise ValueError(f"unit.shutdown_timeout ({self.shutdown_timeout}) must be below unit.stop_timeout "
                              f"({self.stop_timeout}): docker stop kills the engine after stop_timeout seconds")

@@ -10,8 +10,9 @@ docs/container-flags.md for every difference and why.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from functools import lru_cache
-from typing import Any, Mapping, Optional
+from typing import Any, Optional
 
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._engine_shapes import shape_of
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._gates import PD_ROLE_PORTS, PD_ROLES, SERVE_PORT
@@ -41,7 +42,7 @@ def _site_classification(brand: Any, generation: Any) -> tuple[Vendor, bool, boo
 _known_classification = lru_cache(maxsize=256)(_site_classification)
 
 
-def docker_meta(recipe: Mapping, variant: Mapping, profile: Mapping, hardware_id: Any = None) -> dict:
+def docker_meta(recipe: Mapping[str, Any], variant: Mapping[str, Any], profile: Mapping[str, Any], hardware_id: Any = None) -> dict[str, Any]:
     """Image, device flags and brand for one hardware profile.
 
     Image precedence: the variant's exact-hardware ``docker_image``, then the
@@ -61,7 +62,7 @@ def docker_meta(recipe: Mapping, variant: Mapping, profile: Mapping, hardware_id
 
     exact = get(get(get(variant, "hardware_overrides"), hardware_id), "docker_image") if hardware_id else None
     pinned: Optional[str] = exact if isinstance(exact, str) else None
-    cuda_map: Optional[dict] = None
+    cuda_map: Optional[dict[str, Any]] = None
     for override in (get(variant, "docker_image"), get(model, "docker_image")):
         if not override or pinned or cuda_map:
             continue
@@ -94,7 +95,7 @@ def docker_meta(recipe: Mapping, variant: Mapping, profile: Mapping, hardware_id
     }
 
 
-def _gpu_argv(meta: Mapping) -> tuple[str, ...]:
+def _gpu_argv(meta: Mapping[str, Any]) -> tuple[str, ...]:
     vendor = site_vendor_key(meta.get("isTpu"), meta.get("isAmd"), meta.get("isXpu"), meta.get("isIntel"))
     return VENDORS[vendor].upstream_flags_argv
 
@@ -104,7 +105,7 @@ class _EnvFlags:
 
     __slots__ = ("argv", "text", "config_mounts")
 
-    def __init__(self, env: Optional[Mapping]) -> None:
+    def __init__(self, env: Optional[Mapping[str, Any]]) -> None:
         argv: list[str] = []
         lines: list[str] = []
         mounts: list[str] = []
@@ -126,12 +127,12 @@ class _EnvFlags:
         return self.config_mounts
 
 
-def docker_argv(argv: list[Any], env: Mapping, meta: Mapping, port: int = SERVE_PORT) -> list[Any]:
+def docker_argv(argv: list[Any], env: Mapping[str, Any], meta: Mapping[str, Any], port: int = SERVE_PORT) -> list[Any]:
     """``docker run`` argv around a ``vllm serve`` argv (the image's entrypoint is ``vllm serve``)."""
     return _wrap_argv(argv, _EnvFlags(env), meta, port, _gpu_argv(meta))
 
 
-def _wrap_argv(argv: list[Any], env: _EnvFlags, meta: Mapping, port: int, gpu_flags: tuple[str, ...]) -> list[Any]:
+def _wrap_argv(argv: list[Any], env: _EnvFlags, meta: Mapping[str, Any], port: int, gpu_flags: tuple[str, ...]) -> list[Any]:
     command = argv[2:] if argv[:2] == ["vllm", "serve"] else argv
     out: list[Any] = ["docker", "run", *gpu_flags, "--privileged", "--ipc=host", "-p", f"{port}:{port}",
                       "-v", HF_CACHE_MOUNT]
@@ -159,12 +160,12 @@ def _split_serve(command: str) -> tuple[str, str]:
     return model_id, _SERVE_PREFIX.sub("", command, count=1)
 
 
-def docker_command(command: str, env: Mapping, meta: Mapping, port: int = SERVE_PORT) -> str:
+def docker_command(command: str, env: Mapping[str, Any], meta: Mapping[str, Any], port: int = SERVE_PORT) -> str:
     """The shell form of ``docker_argv``, in the recipes site's line layout."""
     return _wrap_command(command, _EnvFlags(env), meta, port)
 
 
-def _wrap_command(command: str, env: _EnvFlags, meta: Mapping, port: int) -> str:
+def _wrap_command(command: str, env: _EnvFlags, meta: Mapping[str, Any], port: int) -> str:
     model_id, body = _split_serve(command)
     mounts = env.mounts(model_id)
     prereq = f"# {model_id} must already exist on the host \u2014 bind-mounted read-only below.\n" \
@@ -179,7 +180,7 @@ def _wrap_command(command: str, env: _EnvFlags, meta: Mapping, port: int) -> str
     return f"{head}\n  {text(meta.get('image'))} {model_id}{tail}"
 
 
-def docker_processes(output: Mapping[str, Any], meta: Mapping) -> dict:
+def docker_processes(output: Mapping[str, Any], meta: Mapping[str, Any]) -> dict[str, Any]:
     """Every process of a resolution wrapped in ``docker run``, keyed as the recipes site keys them.
 
     ``single``, ``head``, ``workers`` (ranks 1..n-1), ``prefill``, ``decode``,
@@ -188,7 +189,7 @@ def docker_processes(output: Mapping[str, Any], meta: Mapping) -> dict:
     """
     gpu_flags = _gpu_argv(meta)
 
-    def wrap(argv: list, command: str, env: _EnvFlags, port: int) -> dict:
+    def wrap(argv: list[Any], command: str, env: _EnvFlags, port: int) -> dict[str, Any]:
         return {"port": port, "argv": _wrap_argv(argv, env, meta, port, gpu_flags),
                 "command": _wrap_command(command, env, meta, port)}
 
@@ -199,14 +200,14 @@ def docker_processes(output: Mapping[str, Any], meta: Mapping) -> dict:
     if shape == "kv_store_lb":
         vllm = output["vllm"]
         env = _EnvFlags(vllm["env"])
-        out = {"vllm": wrap(vllm["argv"], vllm["command"], env, SERVE_PORT)}
+        out: dict[str, Any] = {"vllm": wrap(vllm["argv"], vllm["command"], env, SERVE_PORT)}
         if "workerArgvs" in vllm:
             out["vllm_workers"] = [wrap(a, c, env, SERVE_PORT)
-                                   for a, c in zip(vllm["workerArgvs"], vllm["workerCommands"])]
+                                   for a, c in zip(vllm["workerArgvs"], vllm["workerCommands"], strict=False)]
         return out
     if shape == "multi_node":
         env = _EnvFlags(output["env"])
         return {"head": wrap(output["headArgv"], output["headCommand"], env, SERVE_PORT),
                 "workers": [wrap(a, c, env, SERVE_PORT)
-                            for a, c in zip(output["workerArgvs"], output["workerCommands"])]}
+                            for a, c in zip(output["workerArgvs"], output["workerCommands"], strict=False)]}
     return {"single": wrap(output["argv"], output["command"], _EnvFlags(output["env"]), SERVE_PORT)}

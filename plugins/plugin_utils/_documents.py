@@ -42,7 +42,7 @@ PathLike = Union[str, "os.PathLike[str]"]
 _BaseSafeLoader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
-class _SafeLoader(_BaseSafeLoader):  # type: ignore[misc, valid-type]
+class _SafeLoader(_BaseSafeLoader):  # type: ignore[misc]  # its base is picked at import time (Any)
     """PyYAML's safe loader, refusing duplicate keys as js-yaml does."""
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
@@ -61,7 +61,8 @@ class _SafeLoader(_BaseSafeLoader):  # type: ignore[misc, valid-type]
                     f"found duplicate key {key!r}", key_node.start_mark,
                 )
             seen.add(key)
-        return super().construct_mapping(node, deep=deep)
+        mapping: dict[Any, Any] = super().construct_mapping(node, deep=deep)
+        return mapping
 
 
 def parse_yaml(text: str, origin: str) -> Any:

@@ -13,7 +13,8 @@ Arguments keep the recipes site's placeholders (``$HEAD_IP``,
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Optional, Union
+from collections.abc import Mapping
+from typing import Any, Optional, Union
 
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._catalog import Catalog, load_catalog
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._docker import docker_argv, docker_command, docker_meta
@@ -36,18 +37,18 @@ __all__ = ("Process", "Resolution", "resolve", "selection_from_mapping")
 SELECTION_KEYS = tuple(Selection.__dataclass_fields__)
 
 
-def selection_from_mapping(values: Mapping[str, Any]) -> Selection:
+def selection_from_mapping(values: Union[Selection, Mapping[str, Any]]) -> Selection:
     """Build a Selection from user input, rejecting unknown keys by name."""
     if isinstance(values, Selection):
         return values
     if not isinstance(values, Mapping):
         raise SelectionError("selection", value=values, expected="a mapping of " + ", ".join(SELECTION_KEYS))
-    values = to_plain(dict(values))
-    unknown = [k for k in values if k not in SELECTION_KEYS]
+    plain: dict[str, Any] = to_plain(dict(values))
+    unknown = [k for k in plain if k not in SELECTION_KEYS]
     if unknown:
-        raise SelectionError(f"selection.{unknown[0]}", value=values[unknown[0]],
+        raise SelectionError(f"selection.{unknown[0]}", value=plain[unknown[0]],
                              expected="a key among " + ", ".join(SELECTION_KEYS))
-    data = {k: v for k, v in values.items() if v is not None}
+    data = {k: v for k, v in plain.items() if v is not None}
     for key in ("features", "advanced_args"):
         if key in data:
             if not isinstance(data[key], (list, tuple)):
@@ -61,9 +62,9 @@ def selection_from_mapping(values: Mapping[str, Any]) -> Selection:
 def _recipe_data(recipe: Union[LoadedRecipe, Mapping[str, Any]]) -> tuple[str, Mapping[str, Any]]:
     if isinstance(recipe, LoadedRecipe):
         return recipe.hf_id, recipe.data
-    recipe = to_plain(recipe)
-    model_id = (recipe.get("model") or {}).get("model_id", "unknown")
-    return str(model_id), recipe
+    data: Mapping[str, Any] = to_plain(recipe)
+    model_id = (data.get("model") or {}).get("model_id", "unknown")
+    return str(model_id), data
 
 
 def resolve(recipe: Union[LoadedRecipe, Mapping[str, Any]],
@@ -91,7 +92,7 @@ def resolve(recipe: Union[LoadedRecipe, Mapping[str, Any]],
     return _expand(hf_id, data, complete, catalog)
 
 
-def _synthesise(data: Mapping, sel: Selection, catalog: Catalog, **changes: Any) -> dict:
+def _synthesise(data: Mapping[str, Any], sel: Selection, catalog: Catalog, **changes: Any) -> dict[str, Any]:
     values = {
         "pd_nodes": sel.pd_nodes, "kv_instances": sel.kv_instances,
     }
@@ -103,13 +104,13 @@ def _synthesise(data: Mapping, sel: Selection, catalog: Catalog, **changes: Any)
     )
 
 
-def _expand(hf_id: str, data: Mapping, sel: Selection, catalog: Catalog) -> Resolution:
+def _expand(hf_id: str, data: Mapping[str, Any], sel: Selection, catalog: Catalog) -> Resolution:
     profile = catalog.taxonomy["hardware_profiles"][sel.hardware]
     variant = data["variants"][sel.variant]
     meta = docker_meta(data, variant, profile, sel.hardware)
     output = _synthesise(data, sel, catalog)
 
-    def launch(name: str, role: str, group: str, rank: int, argv: list, command: str, env: Mapping,
+    def launch(name: str, role: str, group: str, rank: int, argv: list[Any], command: str, env: Mapping[str, Any],
                port: Optional[int]) -> Process:
         return Process(name=name, role=role, group=group, rank=rank, argv=tuple(argv), command=command,
                        env=dict(env), port=port,

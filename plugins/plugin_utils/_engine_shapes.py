@@ -17,8 +17,9 @@ Mooncake instance, as the typed engine launches, router and Mooncake services of
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Optional, Sequence
+from typing import Any, Optional
 
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._argv_tools import shell_words
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._gates import (
@@ -104,7 +105,7 @@ def _mooncake_services(spec: Mapping[str, Any]) -> list[Process]:
 # pd_cluster: a process per node of each pool, the router, optional Mooncake services
 # ---------------------------------------------------------------------------------------------
 
-def _with_rank(pd_nodes: Any, role: str, rank: int) -> dict:
+def _with_rank(pd_nodes: Any, role: str, rank: int) -> dict[str, Any]:
     pools = dict(pd_nodes or {})
     request = pools.get(role)
     request = {"nodes": request} if isinstance(request, int) else dict(request or {})
@@ -130,7 +131,7 @@ def _expand_pd(x: Expansion) -> list[Process]:
 
 def _view_pd(output: Mapping[str, Any], processes: Sequence[Process], overrides: Mapping[str, Any]) -> View:
     by_name = {p.name: p for p in processes}
-    engines = {}
+    engines: dict[str, tuple[Launch, ...]] = {}
     pools = overrides.get("pd_nodes") or {}
     for role in PD_ROLES:
         request = pools.get(role)
@@ -157,7 +158,7 @@ def _expand_kv(x: Expansion) -> list[Process]:
         group = f"instance-{instance}"
         processes.append(x.launch(f"{group}-0", "head" if "workerArgvs" in vllm else "single", group, 0,
                                   vllm["argv"], vllm["command"], vllm["env"], SERVE_PORT))
-        for rank, (argv, command) in enumerate(zip(vllm.get("workerArgvs", []), vllm.get("workerCommands", [])),
+        for rank, (argv, command) in enumerate(zip(vllm.get("workerArgvs", []), vllm.get("workerCommands", []), strict=False),
                                                start=1):
             processes.append(x.launch(f"{group}-{rank}", "worker", group, rank, argv, command, vllm["env"], None))
     if x.output["router"]:
@@ -186,7 +187,7 @@ def _view_kv(output: Mapping[str, Any], processes: Sequence[Process], overrides:
 def _expand_multi(x: Expansion) -> list[Process]:
     out = x.output
     processes = [x.launch("head", "head", "engine", 0, out["headArgv"], out["headCommand"], out["env"], SERVE_PORT)]
-    for rank, argv, command in zip(follower_ranks(out["nodeCount"]), out["workerArgvs"], out["workerCommands"]):
+    for rank, argv, command in zip(follower_ranks(out["nodeCount"]), out["workerArgvs"], out["workerCommands"], strict=False):
         processes.append(x.launch(f"worker-{rank}", "worker", "engine", rank, argv, command, out["env"], None))
     return processes
 

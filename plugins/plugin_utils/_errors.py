@@ -14,7 +14,8 @@ Every error names *where* the problem is (``key``: a dotted path such as
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 __all__ = ["RecipeError", "RecipeLoadError", "SchemaError", "SelectionError", "describe_value", "key_path"]
 
@@ -90,7 +91,7 @@ class RecipeError(ValueError):
     def __reduce__(self) -> tuple[Any, ...]:
         # Keyword-only constructor: teach pickle (Ansible worker processes)
         # how to rebuild the error.
-        kwargs = {
+        kwargs: dict[str, Any] = {
             "expected": self.expected,
             "reason": self.reason,
             "source": self.source,

@@ -14,7 +14,8 @@ their tools, and preflight checks the interfaces, addresses and RDMA devices the
 from __future__ import annotations
 
 import re
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._unitfile import env_file
 

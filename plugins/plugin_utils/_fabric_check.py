@@ -20,7 +20,8 @@ from __future__ import annotations
 import json
 import posixpath
 import re
-from typing import Any, Mapping, Optional, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any, Optional
 
 #: Where the engine's container reads its secret env file (plugins/plugin_utils/_container.py).
 SECRET_MOUNT = "/run/vllm-fleet/secret.env"
@@ -63,7 +64,7 @@ def _own_mount(value: str, config_dir: str) -> bool:
     missing source as a directory where the file belongs."""
     source, target = (value.split(":") + [""])[:2]
     return (target.startswith("/root/.cache") or target == SECRET_MOUNT
-            or bool(config_dir) and (source == config_dir or source.startswith(config_dir.rstrip("/") + "/")))
+            or (bool(config_dir) and (source == config_dir or source.startswith(config_dir.rstrip("/") + "/"))))
 
 
 def device_options(exec_start: Sequence[str], image: str, config_dir: str = "") -> list[str]:
@@ -170,7 +171,7 @@ def _pairs(name: str, dep: Mapping[str, Any], script: str, settings: Mapping[str
     engines = [p for p in dep.get("processes", []) if p.get("kind") == "engine" and p.get("image")]
     prefill = [p for p in engines if p.get("role") == "prefill" and (p.get("env") or {}).get("VLLM_NIXL_SIDE_CHANNEL_PORT")]
     decode = [p for p in engines if p.get("role") == "decode"]
-    pairs = []
+    pairs: list[dict[str, Any]] = []
     for pre in prefill:
         env = pre.get("env") or {}
         address = str(env.get("VLLM_NIXL_SIDE_CHANNEL_HOST") or pre.get("address"))

@@ -10,7 +10,8 @@ resolution then only picks the selected mode.
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Optional
+from collections.abc import Mapping
+from typing import Any, Optional, cast
 
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._cmdline import kept_tokens
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._gates import (
@@ -30,20 +31,20 @@ class FeatureBlock:
 
     __slots__ = ("args", "env", "_kept_args")
 
-    def __init__(self, block: Any, profile: Mapping, hardware_id: Any) -> None:
+    def __init__(self, block: Any, profile: Mapping[str, Any], hardware_id: Any) -> None:
         replacement = hardware_keyed(get(block, "hardware_overrides"), profile, hardware_id)
         self.args = present(get(replacement, "args"), get(block, "args"))
         self.env = present(get(replacement, "env"), get(block, "env"))
         try:
-            self._kept_args: Optional[tuple] = tuple(kept_tokens(items(first(self.args, None))))
+            self._kept_args: Optional[tuple[Any, ...]] = tuple(kept_tokens(items(first(self.args, None))))
         except TypeError:
             self._kept_args = None
 
-    def kept_args(self) -> tuple:
+    def kept_args(self) -> tuple[Any, ...]:
         """The argv tokens the block adds (``kept_tokens``); TypeError for args that are not a list or string."""
         if self._kept_args is None:
             items(first(self.args, None))  # raises the resolution's TypeError
-        return self._kept_args
+        return cast("tuple[Any, ...]", self._kept_args)
 
 
 class FeatureEntry:
@@ -61,8 +62,8 @@ class FeatureEntry:
         modes = get(feature, "modes")
         self.moded = modes is not None and isinstance(modes, (dict, list))
         self.plain: Optional[FeatureBlock] = None
-        self.mode_blocks: dict = {}
-        self.allowed_modes: list = []
+        self.mode_blocks: dict[Any, Optional[FeatureBlock]] = {}
+        self.allowed_modes: list[Any] = []
         self.fallback_mode: Any = None
         if not self.moded:
             self.plain = FeatureBlock(feature, profile, hardware_id)
@@ -82,7 +83,7 @@ class FeatureTable:
     def __init__(self, layout: Any) -> None:
         self._layout = layout
         self._features = get(layout.recipe, "features")
-        self._entries: dict = {}
+        self._entries: dict[Any, Optional[FeatureEntry]] = {}
 
     def entry(self, key: Any) -> Optional[FeatureEntry]:
         """The entry of a hashable feature key; None when the recipe has no (truthy) such feature."""

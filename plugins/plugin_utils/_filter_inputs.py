@@ -8,7 +8,8 @@ without notice. Other collections must not import it.
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from ansible.errors import AnsibleFilterError
 

@@ -13,8 +13,9 @@ without notice. Other collections must not import it.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any, Optional
 
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._container import (
     COMPILE_CACHE_ENV,

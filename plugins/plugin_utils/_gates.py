@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Any, Mapping, Optional
+from collections.abc import Mapping
+from typing import Any, Optional, cast
 
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._jsvalue import (
     as_int_if_whole,
@@ -88,7 +89,7 @@ def gpu_count_of(profile: Mapping[str, Any], fallback: int = 1) -> Any:
     return count if is_number(count) else fallback
 
 
-def single_node_tp(recipe: Mapping, variant: Mapping, profile: Mapping,
+def single_node_tp(recipe: Mapping[str, Any], variant: Mapping[str, Any], profile: Mapping[str, Any],
                    strategy_name: str = "single_node_tp", hardware_id: Any = None) -> Any:
     """TP size of a single-node strategy: declared sizes first, else fit by VRAM."""
     gpu_count = gpu_count_of(profile)
@@ -111,7 +112,7 @@ def single_node_tp(recipe: Mapping, variant: Mapping, profile: Mapping,
     return 1 if needed <= per_gpu else gpu_count
 
 
-def effective_compatible_strategies(recipe: Mapping) -> list[str]:
+def effective_compatible_strategies(recipe: Mapping[str, Any]) -> list[str]:
     """``compatible_strategies`` plus strategies granted ``supported`` per hardware."""
     listed = first(get(recipe, "compatible_strategies"), [])
     listed = list(listed) if isinstance(listed, list) else []
@@ -123,14 +124,14 @@ def effective_compatible_strategies(recipe: Mapping) -> list[str]:
     return listed + opt_ins
 
 
-def strategy_supported_on(recipe: Mapping, strategy_name: str, profile: Mapping, hardware_id: Any) -> bool:
+def strategy_supported_on(recipe: Mapping[str, Any], strategy_name: str, profile: Mapping[str, Any], hardware_id: Any) -> bool:
     gate = hardware_keyed(get(get(recipe, "strategy_hardware"), strategy_name), profile, hardware_id)
     if gate is not None:
-        return gate != "unsupported"
-    return strategy_name in first(get(recipe, "compatible_strategies"), [])
+        return bool(gate != "unsupported")
+    return bool(strategy_name in first(get(recipe, "compatible_strategies"), []))
 
 
-def min_gpus_for(recipe: Mapping, key: str, gpu_id: Any = None) -> Any:
+def min_gpus_for(recipe: Mapping[str, Any], key: Optional[str], gpu_id: Any = None) -> Any:
     """The recipe's GPU floor (``strategy_min_gpus``) for a strategy or PD pool mode."""
     floors = get(recipe, "strategy_min_gpus")
     if floors is None:
@@ -148,17 +149,17 @@ def min_gpus_for(recipe: Mapping, key: str, gpu_id: Any = None) -> Any:
     return as_int_if_whole(js_max(from_block(floors), from_block(get(floors, gpu_id)) if truthy(gpu_id) else 0))
 
 
-def nodes_for_strategy(recipe: Mapping, key: str, gpus_per_node: Any, gpu_id: Any = None) -> int:
+def nodes_for_strategy(recipe: Mapping[str, Any], key: Optional[str], gpus_per_node: Any, gpu_id: Any = None) -> int:
     nodes = math.ceil(to_number(min_gpus_for(recipe, key, gpu_id)) / to_number(first(gpus_per_node, 8)))
     return nodes if nodes else 1
 
 
-def strategy_reachable(recipe: Mapping, key: str, deploy_type: Any, gpus_per_node: Any, gpu_id: Any = None) -> bool:
+def strategy_reachable(recipe: Mapping[str, Any], key: str, deploy_type: Any, gpus_per_node: Any, gpu_id: Any = None) -> bool:
     max_nodes = MAX_NODES if deploy_type in ("multi_node", "pd_cluster") else 1
     return max_nodes * to_number(first(gpus_per_node, 8)) >= to_number(min_gpus_for(recipe, key, gpu_id))
 
 
-def recipe_pool_nodes(recipe: Mapping, role: str, hardware_id: Any) -> int:
+def recipe_pool_nodes(recipe: Mapping[str, Any], role: str, hardware_id: Any) -> int:
     """The node count the recipe gives a PD pool on this hardware (the recipes site's builder).
 
     ``strategy_overrides.pd_cluster.<role>.nodes`` is an integer (every hardware) or a map
@@ -176,7 +177,7 @@ def _whole(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def pd_pool_modes(recipe: Mapping) -> list[str]:
+def pd_pool_modes(recipe: Mapping[str, Any]) -> list[str]:
     """Parallelism modes a PD pool may use, derived from the strategy suffixes offered."""
     modes = set()
     for name in effective_compatible_strategies(recipe):
@@ -188,7 +189,7 @@ def pd_pool_modes(recipe: Mapping) -> list[str]:
             modes.add("tep")
         elif re.search(r"(?:^|_)tp(?:_pp|_dp)?$", name):
             modes.add("tp")
-    ordered = [m for m in ("tp", "tep", "dep") if m in modes] or ["tp"]
+    ordered: list[str] = [m for m in ("tp", "tep", "dep") if m in modes] or ["tp"]
     restrict = get(get(get(recipe, "strategy_overrides"), "pd_cluster"), "pool_modes")
     if isinstance(restrict, list) and restrict:
         narrowed = [m for m in ordered if m in restrict]
@@ -202,7 +203,7 @@ def feature_allowed_for_strategy(feature: Any, strategy_name: str) -> bool:
     return not isinstance(allow, list) or not allow or strategy_name in allow
 
 
-def kv_offload_allowed_for_strategy(option: Any, strategy_name: str, strategy: Mapping) -> bool:
+def kv_offload_allowed_for_strategy(option: Any, strategy_name: str, strategy: Mapping[str, Any]) -> bool:
     if not truthy(option):
         return False
     if get(strategy, "deploy_type") in ("pd_cluster", "kv_store_lb"):
@@ -211,7 +212,7 @@ def kv_offload_allowed_for_strategy(option: Any, strategy_name: str, strategy: M
     return not isinstance(allow, list) or not allow or strategy_name in allow
 
 
-def kv_offload_supported_for_recipe(option: Any, option_key: Any, recipe: Mapping) -> bool:
+def kv_offload_supported_for_recipe(option: Any, option_key: Any, recipe: Mapping[str, Any]) -> bool:
     if not truthy(option):
         return False
     support = get(get(recipe, "kv_offload_support"), option_key) if hashable_key(option_key) else None
@@ -220,21 +221,19 @@ def kv_offload_supported_for_recipe(option: Any, option_key: Any, recipe: Mappin
     return support == "verified" if truthy(get(option, "requires_opt_in")) else True
 
 
-def kv_offload_brand_supported(option: Any, profile: Mapping) -> bool:
+def kv_offload_brand_supported(option: Any, profile: Mapping[str, Any]) -> bool:
     allow = get(option, "brands")
     return not isinstance(allow, list) or not allow or get(profile, "brand") in allow
 
 
-def mode_supported(mode: Any, profile: Mapping, hardware_id: Any) -> bool:
+def mode_supported(mode: Any, profile: Mapping[str, Any], hardware_id: Any) -> bool:
     gates = get(mode, "hardware")
     if not isinstance(gates, dict):
         return True
     gen = generation_of(profile)
     if truthy(gen) and hashable_key(gen) and gates.get(gen) == "unsupported":
         return False
-    if truthy(hardware_id) and gates.get(hardware_id) == "unsupported":
-        return False
-    return True
+    return not (truthy(hardware_id) and gates.get(hardware_id) == "unsupported")
 
 
 def mode_allowed_for_variant(mode: Any, variant_key: Any) -> bool:
@@ -243,14 +242,15 @@ def mode_allowed_for_variant(mode: Any, variant_key: Any) -> bool:
 
 
 def resolve_mode_key(feature: Any, feature_key: str, variant: Any, variant_key: Any,
-                     profile: Mapping, hardware_id: Any, selected: Any) -> Optional[str]:
+                     profile: Mapping[str, Any], hardware_id: Any, selected: Any) -> Optional[str]:
     """The active mode of a single-select feature on this variant and hardware."""
     allowed, fallback = mode_choices(feature, feature_key, variant, variant_key, profile, hardware_id)
-    return pick_mode(selected, allowed, fallback)
+    mode: Optional[str] = pick_mode(selected, allowed, fallback)
+    return mode
 
 
 def mode_choices(feature: Any, feature_key: str, variant: Any, variant_key: Any,
-                 profile: Mapping, hardware_id: Any) -> tuple[list, Any]:
+                 profile: Mapping[str, Any], hardware_id: Any) -> tuple[list[Any], Any]:
     """(modes allowed on this variant and hardware, the mode used when the selection names none of them).
 
     The fallback is the variant's default mode, then the feature's, then the
@@ -271,21 +271,21 @@ def mode_choices(feature: Any, feature_key: str, variant: Any, variant_key: Any,
     return allowed, allowed[0]
 
 
-def pick_mode(selected: Any, allowed: list, fallback: Any) -> Any:
+def pick_mode(selected: Any, allowed: list[Any], fallback: Any) -> Any:
     """The selected mode when it is allowed, else the fallback."""
     return selected if truthy(selected) and selected in allowed else fallback
 
 
-def resolve_frontend(recipe: Mapping, selected: Any, profile: Mapping, hardware_id: Any,
+def resolve_frontend(recipe: Mapping[str, Any], selected: Any, profile: Mapping[str, Any], hardware_id: Any,
                      strategy_name: Any = None) -> Optional[str]:
     """The API-server frontend: explicit choice, then strategy/hardware overrides, then the model default."""
     if truthy(selected):
-        return selected
+        return cast(str, selected)
     strategy_block = get(get(recipe, "strategy_overrides"), strategy_name) if hashable_key(strategy_name) else None
     for overrides in (get(strategy_block, "hardware_overrides"), get(recipe, "hardware_overrides")):
         chosen = get(hardware_keyed(overrides, profile, hardware_id), "frontend")
         if truthy(chosen):
-            return chosen
+            return cast(str, chosen)
     default = get(get(recipe, "model"), "default_frontend")
     if isinstance(default, dict):
         default = hardware_keyed(default, profile, hardware_id)

@@ -50,7 +50,7 @@ def file_kind(dest: str) -> str:
 
 
 def select_processes(processes: Sequence[Process], kinds: Iterable[str],
-                     only_groups: Optional[Iterable[str]] = None) -> list[dict]:
+                     only_groups: Optional[Iterable[str]] = None) -> list[dict[str, Any]]:
     """This step's processes: of these kinds, and of these restart groups when given (a rollout batch)."""
     kinds = set(kinds)
     groups = set(only_groups or ())
@@ -68,7 +68,7 @@ def _owned_names(procs: Sequence[Process], configs: Iterable[str]) -> set[str]:
     return names
 
 
-def select_files(host_files: Sequence[PlanFile], procs: Sequence[Process], configs: Iterable[str]) -> list[dict]:
+def select_files(host_files: Sequence[PlanFile], procs: Sequence[Process], configs: Iterable[str]) -> list[dict[str, Any]]:
     """The host's plan files that belong to these processes (their units, env and secret files, configs)."""
     names = _owned_names(procs, configs)
     return [dict(f) for f in host_files if os.path.basename(f["dest"]) in names]
@@ -89,7 +89,7 @@ def directories(files: Sequence[PlanFile], procs: Sequence[Process] = ()) -> lis
 
 
 def file_specs(files: Sequence[PlanFile], contents: Mapping[str, str], procs: Sequence[Process],
-               validate: str = "") -> list[dict]:
+               validate: str = "") -> list[dict[str, Any]]:
     """What the host writes, per file: content, mode, whether a diff may be shown, validate command.
 
     A unit is validated (``%s`` = the candidate file, ``%n`` = the unit's name) before it replaces
@@ -154,7 +154,7 @@ def unit_dirs(host_files: Sequence[PlanFile]) -> list[str]:
 
 
 def stale_units(units_info: Sequence[Mapping[str, Any]], kinds: Iterable[str],
-                planned_units: Iterable[str]) -> list[dict]:
+                planned_units: Iterable[str]) -> list[dict[str, Any]]:
     """Units of these kinds on the host (as scanned) that the plan no longer places there."""
     wanted = {unit_kind(kind) for kind in kinds}
     planned = set(planned_units)

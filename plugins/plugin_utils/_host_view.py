@@ -12,7 +12,8 @@ whose weights are fetched before start (weights.mode download, import or shared_
 from __future__ import annotations
 
 import posixpath
-from typing import Any, Mapping, Optional, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Optional
 
 #: weights.mode values whose weights are fetched before the engines start.
 WEIGHTS_MODES = ("download", "shared_fs", "import")
@@ -27,9 +28,9 @@ def docker_processes(processes: Sequence[Mapping[str, Any]]) -> list[Mapping[str
     return [proc for proc in processes if proc.get("runtime") == "docker"]
 
 
-def unique(values) -> list:
+def unique(values: Iterable[Any]) -> list[Any]:
     """Values in first-seen order, without repeats (Jinja's ``unique``)."""
-    out: list = []
+    out: list[Any] = []
     for value in values:
         if value not in out:
             out.append(value)

@@ -17,8 +17,9 @@ an archive (``vllm_image_archives``) are not pulled at all.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
-from typing import Mapping, Optional, Sequence
+from typing import Optional
 
 __all__ = ["ImagePull", "image_pulls", "parse_reference"]
 

@@ -27,8 +27,9 @@ from __future__ import annotations
 
 import difflib
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any, Optional
 
 from pydantic import ValidationError
 
@@ -54,15 +55,15 @@ from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._inventory_chec
 )
 
 __all__ = [
-    "DeploymentSpec",
+    "NAME_RE",
     "DeclaredDeployment",
+    "DeploymentSpec",
     "HostSpec",
     "InventoryError",
     "collect_deployments",
     "host_spec",
     "is_secret_env",
     "parse_deployment",
-    "NAME_RE",
 ]
 
 _IFACE_RE = re.compile(r"\A[A-Za-z0-9_.:@-]{1,15}\Z")

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from pydantic import SecretStr
 
@@ -101,8 +102,8 @@ class InventoryError(SelectionError):
                  getattr(self, "has_value", True)))
 
 
-def _rebuild_inventory_error(cls: type, key: str, value: Any, expected: str, fix: str,
-                             source: str, has_value: bool) -> "InventoryError":
+def _rebuild_inventory_error(cls: type[InventoryError], key: str, value: Any, expected: str, fix: str,
+                             source: str, has_value: bool) -> InventoryError:
     return cls(key, value=value, expected=expected, fix=fix, source=source, has_value=has_value)
 
 
@@ -136,9 +137,7 @@ def redact(value: Any) -> Any:
             flag, _eq, inline = text.partition("=")
             if hide_next and text not in _SECRET_PLACEHOLDERS:
                 out.append(U.fingerprint(text or str(item)))
-            elif _eq and SECRET_FLAG_RE.match(flag) and inline not in _SECRET_PLACEHOLDERS:
-                out.append(f"{flag}={U.fingerprint(inline)}")
-            elif _eq and is_secret_env(flag):
+            elif _eq and ((SECRET_FLAG_RE.match(flag) and inline not in _SECRET_PLACEHOLDERS) or is_secret_env(flag)):
                 out.append(f"{flag}={U.fingerprint(inline)}")
             else:
                 out.append(redact(item))

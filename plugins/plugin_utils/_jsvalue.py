@@ -12,10 +12,10 @@ the recipe format rather than a list of special cases.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, TypeGuard
 
 
-def is_number(value: Any) -> bool:
+def is_number(value: Any) -> TypeGuard[float]:
     """True for numbers as JavaScript's ``typeof value === "number"`` sees them."""
     kind = type(value)
     if kind is int or kind is float:
@@ -27,13 +27,13 @@ def truthy(value: Any) -> bool:
     """JavaScript truthiness: containers are always true, NaN and "" are false."""
     kind = type(value)
     if kind is str:
-        return value != ""
+        return bool(value != "")
     if kind is dict or kind is list or value is True:
         return True
     if value is None or value is False:
         return False
     if kind is int:
-        return value != 0
+        return bool(value != 0)
     if kind is float:
         return not math.isnan(value) and value != 0.0
     return True

@@ -9,8 +9,9 @@ without notice. Other collections must not import it.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
-from typing import Any, Mapping, Optional
+from typing import Any, Optional
 
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._selection import Selection
 
@@ -59,7 +60,7 @@ class Resolution:
                 return proc
         raise KeyError(name)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["selection"] = asdict(self.selection)
         return data

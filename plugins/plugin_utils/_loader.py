@@ -26,7 +26,7 @@ import urllib.request
 import warnings
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -342,7 +342,7 @@ def _fetch(url: str, cache_dir: PathLike | None, timeout: float) -> tuple[bytes,
                 notes.append(problem)
         return body, notes
     if cache is not None and cache.is_file():
-        stamp = datetime.fromtimestamp(cache.stat().st_mtime, tz=timezone.utc).isoformat(timespec="seconds")
+        stamp = datetime.fromtimestamp(cache.stat().st_mtime, tz=UTC).isoformat(timespec="seconds")
         note = f"{url}: unreachable ({failure}); using the cached copy from {stamp} ({cache})"
         warnings.warn(note, RecipeCacheWarning, stacklevel=3)
         return cache.read_bytes(), [note]

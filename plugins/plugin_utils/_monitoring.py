@@ -25,7 +25,8 @@ from __future__ import annotations
 import json
 import math
 import re
-from typing import Any, Iterable, Mapping, Optional, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Optional, cast
 from urllib.parse import urlsplit
 
 import yaml
@@ -37,15 +38,15 @@ __all__ = [
     "ALERT_DEFAULTS",
     "ALERT_NAMES",
     "COMPONENT_LABEL",
-    "Sample",
     "TARGET_LABELS",
+    "Sample",
     "alert_rules",
     "alert_rules_text",
     "alert_thresholds",
+    "dashboard_queries",
     "file_sd",
     "file_sd_files",
     "fleet_figures",
-    "dashboard_queries",
     "metric_names",
     "metric_names_in_dashboard",
     "parse_metrics",
@@ -98,7 +99,7 @@ def _deployment_model(dep: Mapping[str, Any]) -> str:
         if proc.get("kind") == "engine":
             name = (proc.get("served") or {}).get("name")
             if name:
-                return name
+                return cast(str, name)
     return ""
 
 
@@ -316,8 +317,9 @@ def fleet_figures(scrapes: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, A
         dep["answering"] += 1
         figures = _engine_figures(parse_metrics(scrape["content"]))
         for key in ("running", "waiting"):
-            if figures[key] is not None:
-                dep[key] = (dep[key] or 0) + figures[key]
+            figure = figures[key]
+            if figure is not None:
+                dep[key] = (dep[key] or 0) + figure
         if figures["kv_cache_usage"] is not None:
             dep["kv_cache_usage_max"] = max(dep["kv_cache_usage_max"] or 0.0, figures["kv_cache_usage"])
     return dict(sorted(out.items()))

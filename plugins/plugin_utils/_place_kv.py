@@ -8,7 +8,8 @@ without notice. Other collections must not import it.
 
 from __future__ import annotations
 
-from typing import Mapping, Optional, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Optional
 
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._launch import PlacementView, Service
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._place_mooncake import place_mooncake

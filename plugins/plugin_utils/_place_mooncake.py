@@ -8,7 +8,8 @@ without notice. Other collections must not import it.
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Optional, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any, Optional
 
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._argv_tools import (
     fill_placeholders,

@@ -40,8 +40,9 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict
-from typing import Any, Iterable, Mapping, Optional, Sequence
+from typing import Any, Optional
 
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils import _catalog, _engine, _loader
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._argv_tools import (
@@ -89,6 +90,7 @@ from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._plan_view impo
 # The plan's types, placeholders and plan_to_dict are re-exported: they are this module's
 # documented interface (docs/plan.md) and what most tests read through it.
 __all__ = [
+    "PLAN_SCHEMA",
     "BoundEngine",
     "ConfigFile",
     "DeploymentPlan",
@@ -103,7 +105,6 @@ __all__ = [
     "fill_placeholders",
     "find_placeholders",
     "plan_to_dict",
-    "PLAN_SCHEMA",
 ]
 
 
@@ -296,7 +297,7 @@ def _engine_selection(base: Mapping[str, Any], overrides: Mapping[str, Any]) -> 
 
 
 def _describe_selection(bound: BoundEngine, res: Resolution, recipe: Any,
-                        profiles: Mapping[str, Any]) -> None:
+                        profiles: Mapping[Any, Any]) -> None:
     """Fill the bound engine's hardware, selection label and min_vLLM version from a resolution."""
     bound.hardware_id = res.selection.hardware
     bound.hardware_profile = profiles.get(res.selection.hardware)

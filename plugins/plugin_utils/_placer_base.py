@@ -10,7 +10,8 @@ without notice. Other collections must not import it.
 from __future__ import annotations
 
 import re
-from typing import Any, Mapping, Optional, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any, Optional
 
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._argv_tools import (
     fill_placeholders,
@@ -35,7 +36,6 @@ from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._plan_model imp
     Process,
 )
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._vendors import vendor_key
-
 
 #: A deploy type as the engine names them (a pinned record's is checked: it names folders and rows).
 _DEPLOY_TYPE_RE = re.compile(r"^[a-z][a-z0-9_]{0,63}$")

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, Mapping, Optional, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any, Optional
 
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._argv_tools import find_placeholders
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._errors import RecipeError

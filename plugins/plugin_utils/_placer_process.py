@@ -8,8 +8,9 @@ without notice. Other collections must not import it.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any, Optional
 
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils import _unitfile as U
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._argv_tools import (
@@ -41,7 +42,6 @@ from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._plan_model imp
     deployment_error,
 )
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._vendors import VENDORS
-
 
 #: The fix for a value of a pinned record (``resolution_file``).
 REPIN = "re-render and pin the new plan.json (or correct the value in the resolution file)"
@@ -300,7 +300,8 @@ class ProcessPlacer(PlacerContext):
                                               "(container_profile: upstream runs it)",
                                      fix=REPIN, source=self.decl.source)
             return None
-        return fill_placeholders(upstream[2:upstream.index(self.image)], mapping)
+        options: list[str] = fill_placeholders(upstream[2:upstream.index(self.image)], mapping)
+        return options
 
     def _check_engine(self, proc: Process, launch: Launch) -> None:
         """No placeholder left in argv, env or upstream docker flags; every env value writable.

@@ -21,8 +21,9 @@ nodes, inject HTML or end the Markdown code fence.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Optional, Sequence
+from typing import Optional
 from urllib.parse import urlsplit
 
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._plan_model import DeploymentPlan, Process

@@ -9,18 +9,19 @@ without notice. Other collections must not import it.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Optional, Union
+from typing import Any, Optional, Union
 
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._argv_tools import EngineArgs
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._errors import SchemaError, describe_value
-from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._launch import PlacementView
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._inventory import (
     DeclaredDeployment,
     DeploymentSpec,
     HostSpec,
     InventoryError,
 )
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._launch import PlacementView
 
 PLAN_SCHEMA = "vllm_fleet.plan/v1"
 

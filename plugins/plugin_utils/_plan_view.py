@@ -8,7 +8,8 @@ without notice. Other collections must not import it.
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._plan_model import (
     PLAN_SCHEMA,
@@ -161,14 +162,14 @@ def plan_to_dict(fleet: FleetPlan) -> dict[str, Any]:
             procs_on.setdefault(proc.host, []).append(proc)
     hosts: dict[str, Any] = {}
     for name in sorted(fleet.hosts):
-        spec = fleet.hosts[name]
+        host = fleet.hosts[name]
         procs = procs_on.get(name, [])
         if not procs:
             continue
         hosts[name] = {
-            "address": spec.address,
-            "address_source": spec.address_source,
-            "interface": spec.interface,
+            "address": host.address,
+            "address_source": host.address_source,
+            "interface": host.interface,
             "gpus": fleet.gpu_assignment.get(name, {}),
             "units": sorted(p.unit_file for p in procs),
             "deployments": sorted({p.deployment for p in procs}),

@@ -13,10 +13,12 @@ fabric interface), ``image``, ``weights``, ``fabric``, ``engine``, ``router``, `
 
 from __future__ import annotations
 
+import itertools
 import posixpath
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any, Optional
 from urllib.parse import quote
 
 from ansible.module_utils.parsing.convert_bool import boolean
@@ -176,7 +178,7 @@ def merge_queued(checks: Sequence[str], inputs: Mapping[str, Any],
 
 def _docker_pairs(inputs: Inputs) -> list[tuple[str, str]]:
     tokens = [token for proc in inputs.docker_processes for token in proc["exec_start"]]
-    return list(zip(tokens, tokens[1:]))
+    return list(itertools.pairwise(tokens))
 
 
 def docker_devices(inputs: Inputs) -> list[str]:
@@ -242,7 +244,7 @@ def rdma_devices(env: Sequence[tuple[str, str]]) -> list[str]:
 
 
 def fabric_checked(inputs: Inputs) -> bool:
-    return boolean(inputs.vllm_fabric_check, strict=False)
+    return bool(boolean(inputs.vllm_fabric_check, strict=False))
 
 
 # --- routers ----------------------------------------------------------------------------
@@ -272,7 +274,7 @@ def hub_tree_url(entry: Mapping[str, Any]) -> str:
 
 def arrives_here(entry: Mapping[str, Any]) -> bool:
     """Weights that take space on this host's disk when not present (not on a shared filesystem)."""
-    return entry["mode"] != "shared_fs"
+    return bool(entry["mode"] != "shared_fs")
 
 
 def weights_probe(inputs: Inputs, checks: Sequence[str], view: Sequence[Mapping[str, Any]],

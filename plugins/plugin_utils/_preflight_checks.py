@@ -12,7 +12,8 @@ worded them: the key, the value found and what would be accepted.
 from __future__ import annotations
 
 import re
-from typing import Any, Mapping, Optional, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any, Optional
 
 from ansible.module_utils.common.text.formatters import bytes_to_human
 
@@ -39,7 +40,7 @@ def truncate(text: str, length: int, end: str = "...") -> str:
     return text[:length - len(end)].rsplit(" ", 1)[0] + end
 
 
-def matches(pattern: re.Pattern, value: Any) -> bool:
+def matches(pattern: re.Pattern[str], value: Any) -> bool:
     """Ansible's ``is match`` test: the value as text, matched at its start."""
     return bool(pattern.match(str(value)))
 

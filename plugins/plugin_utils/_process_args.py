@@ -36,7 +36,7 @@ def process_args(ctx: SynthesisContext, role: Optional[str], node_role: Optional
     ``role`` is a PD pool, ``node_role`` head/worker of a multi-node deployment.
     """
     layers = ctx.layout.layers(role)
-    if role is None and not ctx.is_multi and ctx.layout.deploy_type != "pd_cluster":
+    if role is None and layers.single_node is not None and not ctx.is_multi and ctx.layout.deploy_type != "pd_cluster":
         return [*layers.single_node, *ctx.tail_args()]
     args = [*layers.head, *kept_tokens(_parallel_args(ctx, role, node_role, node_rank)), *layers.middle,
             *ctx.tail_args()]
@@ -127,7 +127,7 @@ def _pd_pool_args(ctx: SynthesisContext, role: Optional[str]) -> list[str]:
     return out
 
 
-def _dep_pool_args(ctx: SynthesisContext, role: str, request: dict, pool_nodes: Any) -> list[str]:
+def _dep_pool_args(ctx: SynthesisContext, role: str, request: dict[str, Any], pool_nodes: Any) -> list[str]:
     """A data+expert-parallel PD pool: one DP rank group per node, hybrid load balancing across nodes."""
     override_cfg, strategy_cfg = ctx.role_config(role)
     upper = role.upper()
@@ -136,8 +136,8 @@ def _dep_pool_args(ctx: SynthesisContext, role: str, request: dict, pool_nodes: 
     explicit_tp = get(override_cfg, "tp")
     if explicit_tp is None:
         explicit_tp = get(strategy_cfg, "tp")
-    tp_declared = isinstance(override_cfg, dict) and "tp" in override_cfg and override_cfg["tp"] is not None \
-        or isinstance(strategy_cfg, dict) and "tp" in strategy_cfg
+    tp_declared = (isinstance(override_cfg, dict) and "tp" in override_cfg and override_cfg["tp"] is not None) \
+        or (isinstance(strategy_cfg, dict) and "tp" in strategy_cfg)
     role_tp = explicit_tp if explicit_tp is not None else 1
     dp_local = as_int_if_whole(js_max(1, math.floor(ctx.layout.gpu_count / to_number(role_tp))))
     node_index = as_int_if_whole(js_max(0, js_min(to_number(pool) - 1, present(request.get("rank"), 0))))

@@ -11,7 +11,7 @@ settings off GB200/GB300 and bind a non-zero DEP rank to its own node.
 from __future__ import annotations
 
 import math
-from typing import Optional
+from typing import Any, Optional
 
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._gates import FRONTENDS
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._jsvalue import (
@@ -40,7 +40,7 @@ NVL4_HARDWARE_IDS = frozenset({"gb200", "gb300"})
 FRONTEND_ENV = "VLLM_USE_RUST_FRONTEND"
 
 
-def process_env(ctx: SynthesisContext, role: Optional[str]) -> dict:
+def process_env(ctx: SynthesisContext, role: Optional[str]) -> dict[str, Any]:
     """The environment of one process (``role``: a PD pool, or None)."""
     layout = ctx.layout
     is_pd = layout.deploy_type == "pd_cluster"
@@ -65,7 +65,7 @@ def process_env(ctx: SynthesisContext, role: Optional[str]) -> dict:
     return env
 
 
-def _pin_pool_devices(ctx: SynthesisContext, env: dict, role: str) -> None:
+def _pin_pool_devices(ctx: SynthesisContext, env: dict[str, Any], role: str) -> None:
     """Whole nodes own every local GPU; a co-located pool takes its half."""
     gpu_count = ctx.layout.gpu_count
     pool_nodes = ctx.pool_nodes(ctx.pd_request(role))
@@ -82,7 +82,7 @@ def _pin_pool_devices(ctx: SynthesisContext, env: dict, role: str) -> None:
         env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in ids)
 
 
-def _point_at_own_node(ctx: SynthesisContext, env: dict, role: str) -> None:
+def _point_at_own_node(ctx: SynthesisContext, env: dict[str, Any], role: str) -> None:
     """A non-zero DEP rank binds per-node values to its own node, not node 1."""
     request = ctx.pd_request(role)
     rank = first(request.get("rank"), 0)

@@ -12,8 +12,9 @@ counters (``_acceptance``) read ``/metrics`` through it.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping, Optional
+from typing import Optional
 
 __all__ = ["Sample", "metric_sum", "parse_metrics"]
 

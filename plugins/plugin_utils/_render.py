@@ -29,7 +29,8 @@ from __future__ import annotations
 
 import json
 import shlex
-from typing import Any, Mapping, Optional
+from collections.abc import Mapping
+from typing import Any, Optional
 
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils import _monitoring
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils import _unitfile as U
@@ -45,17 +46,17 @@ from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._plan_view impo
 
 __all__ = [
     "MANAGED_HEADER",
+    "RenderError",
     "file_mode",
     "install_manifest",
     "render",
     "render_env_file",
-    "render_secret_file",
-    "render_unit_manifest",
     "render_plan_json",
     "render_plan_md",
+    "render_secret_file",
     "render_unit",
+    "render_unit_manifest",
     "systemd_quote",
-    "RenderError",
 ]
 
 MANAGED_HEADER = "Managed by vllm_fleet.recipes"

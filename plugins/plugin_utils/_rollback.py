@@ -17,7 +17,8 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 
 def snapshot_containers(inspected: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, str]]:
@@ -55,8 +56,8 @@ def rollback_steps(slurped: Sequence[Mapping[str, Any]], batch_files: Mapping[st
     """What restoring a batch takes: ``files`` (``{host, path, existed}``: restore it from the
     snapshot, or remove it when the previous version had none) and ``images`` (``{host, ref, id}``:
     tag the image the previous version ran back to its reference), each in batch order, once."""
-    manifests = read_manifests(slurped)
-    files = []
+    manifests: dict[Any, dict[str, Any]] = read_manifests(slurped)
+    files: list[dict[str, Any]] = []
     for host, paths in batch_files.items():
         manifest = manifests.get(host)
         if manifest is None:

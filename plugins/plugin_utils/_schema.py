@@ -28,6 +28,7 @@ from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._schema_shapes 
     ArgList,
     DateLike,
     DockerImage,
+    DocModel,
     EnvMap,
     EnvValue,
     GenerationT,
@@ -42,19 +43,18 @@ from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._schema_shapes 
     ShellCommand,
     StrList,
     TpSpec,
-    DocModel,
     Version,
 )
 
 __all__ = [
-    "validate_recipe",
-    "validate_published_recipe",
-    "validate_strategy",
-    "validate_taxonomy",
-    "validate_hardware_profile",
-    "validate_kv_offload",
     "KV_STORE_DEPLOY_TYPE",
     "SERVING_DEPLOY_TYPES",
+    "validate_hardware_profile",
+    "validate_kv_offload",
+    "validate_published_recipe",
+    "validate_recipe",
+    "validate_strategy",
+    "validate_taxonomy",
 ]
 
 SERVING_DEPLOY_TYPES = ("single_node", "multi_node", "pd_cluster")

@@ -17,7 +17,7 @@ from __future__ import annotations
 import datetime
 import re
 from collections.abc import Callable
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any, Optional, TypeVar
 
 from pydantic import BaseModel, ConfigDict, PlainValidator
 from pydantic_core import PydanticCustomError
@@ -26,6 +26,7 @@ from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._argv_tools imp
 
 __all__ = [
     "SHAPE_ERROR",
+    "VERSION_RE",
     "ArgList",
     "ArgToken",
     "DateLike",
@@ -40,12 +41,11 @@ __all__ = [
     "Label",
     "MinGpus",
     "Number",
-    "PoolNodes",
     "Opt",
     "Path_",
+    "PoolNodes",
     "StrList",
     "TpSpec",
-    "VERSION_RE",
     "Version",
 ]
 
@@ -90,8 +90,8 @@ def _map_of(v: Any, item_ok: Callable[[Any], bool], sub: Path_ = ()) -> None:
             raise _Bad(sub + (key,), item)
 
 
-def _shape(expected: str, check: Callable[[Any], None]) -> Any:
-    """An ``Annotated`` type validated by ``check`` (raises ``_Bad``)."""
+def _shape(expected: str, check: Callable[[Any], None]) -> PlainValidator:
+    """The validator of an ``Annotated[Any, ...]`` shape: ``check`` (raises ``_Bad``)."""
 
     def validate(value: Any) -> Any:
         try:
@@ -104,10 +104,10 @@ def _shape(expected: str, check: Callable[[Any], None]) -> Any:
             ) from None
         return value
 
-    return Annotated[Any, PlainValidator(validate)]
+    return PlainValidator(validate)
 
 
-def _pred(expected: str, ok: Callable[[Any], bool]) -> Any:
+def _pred(expected: str, ok: Callable[[Any], bool]) -> PlainValidator:
     def check(v: Any) -> None:
         if not ok(v):
             raise _Bad((), v)
@@ -186,46 +186,48 @@ def _check_install(v: Any) -> None:
         _map_of(v, lambda x: isinstance(x, str) or x is None)
 
 
-Number = _pred("a number", _is_number)
-Int = _pred("an integer", _is_int)
+Number = Annotated[Any, _pred("a number", _is_number)]
+Int = Annotated[Any, _pred("an integer", _is_int)]
 # Command-line tokens: YAML authors quote them, but an unquoted number is
 # still rendered by the recipes site, so numbers are accepted too.
-ArgToken = _pred("a string (one command-line token)", lambda v: isinstance(v, (str, int, float)) and not isinstance(v, bool))
-ShellCommand = _pred("a shell command with balanced quotes", lambda v: isinstance(v, str) and _splits(v))
-EnvValue = _pred("a string, number or boolean (an environment value)", _is_scalar)
+ArgToken = Annotated[Any, _pred("a string (one command-line token)", lambda v: isinstance(v, (str, int, float)) and not isinstance(v, bool))]
+ShellCommand = Annotated[Any, _pred("a shell command with balanced quotes", lambda v: isinstance(v, str) and _splits(v))]
+EnvValue = Annotated[Any, _pred("a string, number or boolean (an environment value)", _is_scalar)]
 # Pure metadata that authors sometimes leave unquoted ("0.23", 8, 2026-01-01).
-Label = _pred("a string", lambda v: isinstance(v, (str, int, float)) and not isinstance(v, bool))
-DateLike = _pred("a date or a string", lambda v: isinstance(v, (str, datetime.date)))
-GenerationT = _pred(
+Label = Annotated[Any, _pred("a string", lambda v: isinstance(v, (str, int, float)) and not isinstance(v, bool))]
+DateLike = Annotated[Any, _pred("a date or a string", lambda v: isinstance(v, (str, datetime.date)))]
+GenerationT = Annotated[Any, _pred(
     "a string or a list of strings",
     lambda v: isinstance(v, str) or (isinstance(v, list) and all(isinstance(x, str) for x in v)),
-)
-DockerImage = _shape(
+)]
+DockerImage = Annotated[Any, _shape(
     "an image string, a brand map ({nvidia: ..., amd: ...}), a CUDA map ({cu129: ..., cu130: ...}) "
     "or a brand map whose nvidia value is a CUDA map",
     _check_docker_image,
-)
-TpSpec = _shape("an integer or a map of hardware id/generation to integer", _check_tp)
-PoolNodes = _shape("a node count (an integer >= 1), or a map of hardware id (or 'default') to a node count",
-                   _check_pool_nodes)
-Version = _pred("a vLLM version string such as \"0.10.1\", \"0.11.0rc1\" or \"nightly\" (quoted: YAML reads "
-                "0.10 as the number 0.1), and nothing after it", _is_version)
-MinGpus = _shape(
+)]
+TpSpec = Annotated[Any, _shape("an integer or a map of hardware id/generation to integer", _check_tp)]
+PoolNodes = Annotated[Any, _shape("a node count (an integer >= 1), or a map of hardware id (or 'default') to a node count",
+                                  _check_pool_nodes)]
+Version = Annotated[Any, _pred("a vLLM version string such as \"0.10.1\", \"0.11.0rc1\" or \"nightly\" (quoted: YAML reads "
+                               "0.10 as the number 0.1), and nothing after it", _is_version)]
+MinGpus = Annotated[Any, _shape(
     "an integer, or a map of strategy/hardware id to an integer or to a map of hardware id to integer",
     _check_min_gpus,
-)
-InstallEntry = _pred(
+)]
+InstallEntry = Annotated[Any, _pred(
     "a mapping of strings ({command: ..., note: ...}), false or null",
     lambda v: v is None
     or isinstance(v, bool)
     or (isinstance(v, dict) and all(isinstance(x, str) or x is None for x in v.values())),
-)
-InstallSpec = _shape("a string or a map of brand to string", _check_install)
+)]
+InstallSpec = Annotated[Any, _shape("a string or a map of brand to string", _check_install)]
 
 ArgList = list[ArgToken]
 EnvMap = dict[str, EnvValue]
 StrList = list[str]
-Opt = Optional
+_T = TypeVar("_T")
+#: ``Opt[X]`` is ``Optional[X]`` (a generic alias, so that type checkers read it too).
+Opt = Optional[_T]
 
 
 class DocModel(BaseModel):

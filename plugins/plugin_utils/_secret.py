@@ -17,7 +17,8 @@ without notice. Other collections must not import it.
 from __future__ import annotations
 
 import hashlib
-from typing import Any, Iterator, Mapping
+from collections.abc import Iterator, Mapping
+from typing import Any
 
 __all__ = ["VaultValue", "fingerprint", "is_blank", "shown_secret", "vault_paths"]
 

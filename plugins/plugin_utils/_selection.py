@@ -11,8 +11,9 @@ deployment's selection goes through live in ``_validation``.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, Mapping, Optional
+from typing import Any, Optional, cast
 
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._errors import SelectionError
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._gates import (
@@ -54,7 +55,7 @@ class Selection:
     advanced_args: tuple[str, ...] = ()
     frontend: Optional[str] = None
 
-    def with_(self, **changes: Any) -> "Selection":
+    def with_(self, **changes: Any) -> Selection:
         return replace(self, **changes)
 
 
@@ -62,11 +63,11 @@ class Selection:
 # Hardware compatibility
 # --------------------------------------------------------------------------
 
-def precision_constraint(variant: Mapping) -> Optional[Mapping]:
-    return first(get(variant, "precision_hardware"), PRECISION_HARDWARE.get(get(variant, "precision")), None)
+def precision_constraint(variant: Mapping[str, Any]) -> Optional[Mapping[str, Any]]:
+    return cast(Optional[Mapping[str, Any]], first(get(variant, "precision_hardware"), PRECISION_HARDWARE.get(get(variant, "precision")), None))
 
 
-def matches_constraint(profile: Mapping, constraint: Optional[Mapping]) -> bool:
+def matches_constraint(profile: Mapping[str, Any], constraint: Optional[Mapping[str, Any]]) -> bool:
     if not constraint:
         return True
     if constraint.get("brand") and profile.get("brand") != constraint["brand"]:
@@ -79,20 +80,20 @@ def matches_constraint(profile: Mapping, constraint: Optional[Mapping]) -> bool:
     return True
 
 
-def precision_compatible(profile: Mapping, variant: Mapping) -> bool:
+def precision_compatible(profile: Mapping[str, Any], variant: Mapping[str, Any]) -> bool:
     return matches_constraint(profile, precision_constraint(variant))
 
 
-def hardware_supported(recipe: Mapping, hardware_id: str) -> bool:
-    return get(get(get(recipe, "meta"), "hardware"), hardware_id) != "unsupported"
+def hardware_supported(recipe: Mapping[str, Any], hardware_id: str) -> bool:
+    return bool(get(get(get(recipe, "meta"), "hardware"), hardware_id) != "unsupported")
 
 
-def variant_hardware_supported(variant: Mapping, hardware_id: str) -> bool:
+def variant_hardware_supported(variant: Mapping[str, Any], hardware_id: str) -> bool:
     allowed = get(variant, "supported_hardware")
     return not isinstance(allowed, list) or not allowed or hardware_id in allowed
 
 
-def variant_vram_minimum_gb(variant: Mapping, hardware_id: Optional[str] = None) -> float:
+def variant_vram_minimum_gb(variant: Mapping[str, Any], hardware_id: Optional[str] = None) -> float:
     """The variant's VRAM floor; a map may give per-hardware floors (``default`` else)."""
     raw = get(variant, "vram_minimum_gb")
     if isinstance(raw, dict):
@@ -100,19 +101,20 @@ def variant_vram_minimum_gb(variant: Mapping, hardware_id: Optional[str] = None)
     return raw if is_number(raw) else 0
 
 
-def fits_single_node(profile: Mapping, variant: Mapping, hardware_id: Optional[str] = None) -> bool:
-    node_vram = profile.get("vram_gb") if is_number(profile.get("vram_gb")) else 0
+def fits_single_node(profile: Mapping[str, Any], variant: Mapping[str, Any], hardware_id: Optional[str] = None) -> bool:
+    vram = profile.get("vram_gb")
+    node_vram = vram if is_number(vram) else 0
     model_vram = variant_vram_minimum_gb(variant, hardware_id)
     if model_vram <= 0 or node_vram <= 0:
         return True
     return model_vram <= node_vram
 
 
-def hardware_scalable(profile: Mapping) -> bool:
+def hardware_scalable(profile: Mapping[str, Any]) -> bool:
     return get(profile, "scalable") is not False
 
 
-def variant_runs_on(profile: Mapping, variant: Mapping, hardware_id: Optional[str] = None) -> bool:
+def variant_runs_on(profile: Mapping[str, Any], variant: Mapping[str, Any], hardware_id: Optional[str] = None) -> bool:
     if not precision_compatible(profile, variant):
         return False
     if hardware_id and not variant_hardware_supported(variant, hardware_id):
@@ -120,33 +122,35 @@ def variant_runs_on(profile: Mapping, variant: Mapping, hardware_id: Optional[st
     return hardware_scalable(profile) or fits_single_node(profile, variant, hardware_id)
 
 
-def pick_fitting_variant(recipe: Mapping, profile: Mapping, hardware_id: Optional[str] = None) -> Optional[str]:
+def pick_fitting_variant(recipe: Mapping[str, Any], profile: Mapping[str, Any], hardware_id: Optional[str] = None) -> Optional[str]:
     """On non-scalable hardware: the largest variant that still fits one box."""
     fitting = [(key, v) for key, v in (get(recipe, "variants") or {}).items()
                if variant_runs_on(profile, v, hardware_id)]
     if not fitting:
         return None
     fitting.sort(key=lambda kv: -(first(get(kv[1], "vram_minimum_gb"), 0) or 0))
-    return fitting[0][0]
+    return cast(str, fitting[0][0])
 
 
-def pd_fits_single_node(profile: Mapping, variant: Mapping, hardware_id: Optional[str] = None) -> bool:
+def pd_fits_single_node(profile: Mapping[str, Any], variant: Mapping[str, Any], hardware_id: Optional[str] = None) -> bool:
     """A co-located PD pair splits one node, so the node must hold the model twice."""
     if not profile or not variant:
         return False
-    gpus = profile.get("gpu_count") if is_number(profile.get("gpu_count")) else 0
+    count = profile.get("gpu_count")
+    gpus = count if is_number(count) else 0
     if gpus < 2:
         return False
-    node_vram = profile.get("vram_gb") if is_number(profile.get("vram_gb")) else 0
+    vram = profile.get("vram_gb")
+    node_vram = vram if is_number(vram) else 0
     return node_vram >= 2 * variant_vram_minimum_gb(variant, hardware_id)
 
 
-def kv_store_brand_supported(profile: Mapping) -> bool:
+def kv_store_brand_supported(profile: Mapping[str, Any]) -> bool:
     """Mooncake's transfer engine ships CUDA and ROCm builds only."""
     return get(profile, "brand") in ("NVIDIA", "AMD")
 
 
-def listed_hardware(profiles: Mapping[str, Mapping], variant: Mapping, recipe: Mapping) -> list[str]:
+def listed_hardware(profiles: Mapping[str, Mapping[str, Any]], variant: Mapping[str, Any], recipe: Mapping[str, Any]) -> list[str]:
     """Hardware a variant may render on: precision, recipe opt-outs, variant allowlist."""
     return [hw for hw, profile in profiles.items()
             if precision_compatible(profile, variant)
@@ -154,7 +158,7 @@ def listed_hardware(profiles: Mapping[str, Mapping], variant: Mapping, recipe: M
             and variant_hardware_supported(variant, hw)]
 
 
-def pick_default_hardware(profiles: Mapping[str, Mapping], variant: Mapping, recipe: Mapping) -> str:
+def pick_default_hardware(profiles: Mapping[str, Mapping[str, Any]], variant: Mapping[str, Any], recipe: Mapping[str, Any]) -> str:
     """The author's ``meta.default_hardware`` if it fits, else B200/GB200 for Blackwell-only, else H200."""
     constraint = precision_constraint(variant)
     declared = get(get(recipe, "meta"), "hardware") or {}
@@ -165,19 +169,19 @@ def pick_default_hardware(profiles: Mapping[str, Mapping], variant: Mapping, rec
                   and (not profile.get("restricted") or hw in declared)]
     authored = get(get(recipe, "meta"), "default_hardware")
     if authored and authored in candidates:
-        return authored
+        return cast(str, authored)
     if constraint and constraint.get("generation") == "blackwell":
         for preferred in ("b200", "gb200"):
             if preferred in candidates:
                 return preferred
     if "h200" in candidates:
         return "h200"
-    brand_rank = {"NVIDIA": 0, "AMD": 1}
+    brand_rank: dict[Any, int] = {"NVIDIA": 0, "AMD": 1}
     candidates.sort(key=lambda hw: (brand_rank.get(profiles[hw].get("brand"), 9), hw))
     return candidates[0] if candidates else "h200"
 
 
-def published_hardware(recipe: Mapping, variant_key: str, profiles: Mapping[str, Mapping]) -> list[str]:
+def published_hardware(recipe: Mapping[str, Any], variant_key: str, profiles: Mapping[str, Mapping[str, Any]]) -> list[str]:
     """Hardware the published API renders a variant on, default first."""
     variant = get(get(recipe, "variants"), variant_key) or {}
     default = pick_default_hardware(profiles, variant, recipe)
@@ -191,12 +195,12 @@ def published_hardware(recipe: Mapping, variant_key: str, profiles: Mapping[str,
 # Strategy and feature defaults
 # --------------------------------------------------------------------------
 
-def recommend_strategy(recipe: Mapping, node_count: int = 1) -> str:
+def recommend_strategy(recipe: Mapping[str, Any], node_count: int = 1) -> str:
     """TP first; a recipe's ``default_strategy`` wins (its multi-node sibling past one node)."""
     return recommend_among(effective_compatible_strategies(recipe), get(recipe, "default_strategy"), node_count)
 
 
-def recommend_among(compatible: list, explicit: Optional[str], node_count: int = 1) -> str:
+def recommend_among(compatible: list[Any], explicit: Optional[str], node_count: int = 1) -> str:
     """The recommended strategy out of ``compatible``, given a recipe's ``default_strategy``."""
     if explicit and explicit in compatible:
         if node_count > 1 and explicit.startswith("single_node_"):
@@ -214,7 +218,7 @@ def recommend_among(compatible: list, explicit: Optional[str], node_count: int =
     return compatible[0] if compatible else "single_node_tp"
 
 
-def default_features(recipe: Mapping, hardware_id: Optional[str], variant_key: str = "default") -> list[str]:
+def default_features(recipe: Mapping[str, Any], hardware_id: Optional[str], variant_key: str = "default") -> list[str]:
     """Every feature except opt-ins; a variant's ``default_modes`` forces its features on."""
     opt_in = set(get(recipe, "opt_in_features") or [])
     opt_in.update(get(get(recipe, "hardware_opt_in_features"), hardware_id) or [])
@@ -222,7 +226,7 @@ def default_features(recipe: Mapping, hardware_id: Optional[str], variant_key: s
     return [f for f in (get(recipe, "features") or {}) if f in forced or f not in opt_in]
 
 
-def pick_pd_nodes(profile: Mapping, variant: Mapping, recipe: Mapping, strategies: Mapping,
+def pick_pd_nodes(profile: Mapping[str, Any], variant: Mapping[str, Any], recipe: Mapping[str, Any], strategies: Mapping[str, Any],
                   hardware_id: Optional[str]) -> Any:
     """PD pool sizes: co-located (None) when a node holds two copies, else nodes per role.
 
@@ -230,7 +234,8 @@ def pick_pd_nodes(profile: Mapping, variant: Mapping, recipe: Mapping, strategie
     """
     if pd_fits_single_node(profile, variant, hardware_id):
         return None
-    node_vram = profile.get("vram_gb") if is_number(profile.get("vram_gb")) else 0
+    vram = profile.get("vram_gb")
+    node_vram = vram if is_number(vram) else 0
     model_vram = variant_vram_minimum_gb(variant, hardware_id)
     if node_vram <= 0 or model_vram <= 0:
         return None
@@ -255,8 +260,8 @@ class PublishedRendering:
     recommended: bool = False
 
 
-def published_renderings(recipe: Mapping, variant_key: str, hardware_id: str,
-                         strategies: Mapping, taxonomy: Mapping) -> list[PublishedRendering]:
+def published_renderings(recipe: Mapping[str, Any], variant_key: str, hardware_id: str,
+                         strategies: Mapping[str, Any], taxonomy: Mapping[str, Any]) -> list[PublishedRendering]:
     """The recommended rendering and every alternative for one variant on one hardware.
 
     Mirrors the recipes site's static API: non-scalable hardware swaps an
@@ -320,7 +325,7 @@ def published_renderings(recipe: Mapping, variant_key: str, hardware_id: str,
                 return False
             if get(strategies[name], "kv_offload") is False:
                 return False
-            return kind == "multi_node" if nodes > 1 else kind != "multi_node"
+            return bool(kind == "multi_node") if nodes > 1 else bool(kind != "multi_node")
         preferred = recommend_strategy(recipe, nodes)
         if usable(preferred):
             return preferred
@@ -349,7 +354,7 @@ def published_renderings(recipe: Mapping, variant_key: str, hardware_id: str,
     return out
 
 
-def default_selection(recipe: Mapping, strategies: Mapping, taxonomy: Mapping,
+def default_selection(recipe: Mapping[str, Any], strategies: Mapping[str, Any], taxonomy: Mapping[str, Any],
                       variant: str = "default", hardware: Optional[str] = None) -> Selection:
     """The recipes site's recommended selection for a variant (on its default hardware)."""
     profiles = get(taxonomy, "hardware_profiles") or {}
@@ -363,7 +368,7 @@ def default_selection(recipe: Mapping, strategies: Mapping, taxonomy: Mapping,
     raise SelectionError("hardware", value=hw, reason=f"variant {variant!r} has no rendering on this hardware")
 
 
-def complete_selection(recipe: Mapping, selection: Selection, strategies: Mapping, taxonomy: Mapping) -> Selection:
+def complete_selection(recipe: Mapping[str, Any], selection: Selection, strategies: Mapping[str, Any], taxonomy: Mapping[str, Any]) -> Selection:
     """Fill what the user left unset from the recipe's recommended selection."""
     recommended = default_selection(recipe, strategies, taxonomy, selection.variant, selection.hardware)
     strategy = selection.strategy or recommended.strategy

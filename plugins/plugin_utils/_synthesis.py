@@ -25,7 +25,8 @@ and ``_cmdline`` (argv dedupe and command layout).
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils import _cmdline, _synthesis_layout
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._deploy_shapes import (
@@ -37,13 +38,13 @@ from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._deploy_shapes 
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._jsvalue import to_number
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._synthesis_context import SynthesisContext
 
-ResolveFn = Callable[..., dict]
+ResolveFn = Callable[..., dict[str, Any]]
 
 
-def resolve_command(recipe: Mapping, variant: Any, strategy: Any, hardware: Any, features: Any,
-                    strategies: Mapping, taxonomy: Mapping, advanced_args: Any = (),
+def resolve_command(recipe: Mapping[str, Any], variant: Any, strategy: Any, hardware: Any, features: Any,
+                    strategies: Mapping[str, Any], taxonomy: Mapping[str, Any], advanced_args: Any = (),
                     node_count: Any = 1, pd_nodes: Any = None, feature_modes: Any = None,
-                    kv_offload: Any = None, kv_instances: Any = None, frontend: Any = None) -> dict:
+                    kv_offload: Any = None, kv_instances: Any = None, frontend: Any = None) -> dict[str, Any]:
     """Resolve one selection into the recipes site's output shape (camelCase keys).
 
     The positional order is the recipes site's own, so a conformance case can

@@ -11,7 +11,8 @@ The argv, env and deploy-shape builders all read from it.
 from __future__ import annotations
 
 import math
-from typing import Any, Mapping, Optional
+from collections.abc import Mapping
+from typing import Any, Optional, cast
 
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._cmdline import kept_tokens
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._feature_table import FeatureBlock
@@ -35,7 +36,7 @@ from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._jsvalue import
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._synthesis_layout import Layout, layout_for
 
 
-def pd_role_request(pd_nodes: Any, role: str) -> dict:
+def pd_role_request(pd_nodes: Any, role: str) -> dict[str, Any]:
     """One PD pool's request: a bare node count, or ``{nodes, rank, parallelism}``."""
     raw = get(pd_nodes, role) if truthy(pd_nodes) else None
     if is_number(raw):
@@ -57,8 +58,8 @@ class SynthesisContext:
                  "is_multi", "kv_offload", "kv_store", "kv_option", "kv_composing", "kv_instance_count",
                  "kv_current_instance", "frontend", "_features", "_tail_args", "_pd_requests")
 
-    def __init__(self, recipe: Mapping, variant_key: Any, strategy_name: Any, hardware_id: Any,
-                 features: Any, strategies: Mapping, taxonomy: Mapping, advanced_args: Any,
+    def __init__(self, recipe: Mapping[str, Any], variant_key: Any, strategy_name: Any, hardware_id: Any,
+                 features: Any, strategies: Mapping[str, Any], taxonomy: Mapping[str, Any], advanced_args: Any,
                  node_count: Any, pd_nodes: Any, feature_modes: Any, kv_offload: Any,
                  kv_instances: Any, frontend: Any) -> None:
         layout = layout_for(recipe, variant_key, strategy_name, hardware_id, strategies, taxonomy)
@@ -81,18 +82,18 @@ class SynthesisContext:
         else:
             count, current = kv_instances, None
         if is_number(count) and count >= 1:
-            self.kv_instance_count = int(math.floor(count))
+            self.kv_instance_count = math.floor(count)
         else:
             self.kv_instance_count = default_instances
         if current is None and type(self.kv_instance_count) is int:  # pylint: disable=unidiomatic-typecheck
-            self.kv_current_instance = 0  # max(0, min(count - 1, 0)) of a whole count
+            self.kv_current_instance: float = 0  # max(0, min(count - 1, 0)) of a whole count
         else:
             self.kv_current_instance = as_int_if_whole(
                 js_max(0, js_min(to_number(self.kv_instance_count) - 1, present(current, 0))))
         self.frontend = frontend if truthy(frontend) else layout.default_frontend
         self._features: Optional[list[FeatureBlock]] = None
         self._tail_args: Optional[list[Any]] = None
-        self._pd_requests: dict = {}
+        self._pd_requests: dict[str, Any] = {}
 
     # ---------------------------------------------------------------- helpers
 
@@ -107,7 +108,7 @@ class SynthesisContext:
         layers = self.layout.layers(role)
         return layers.override_cfg, layers.strategy_cfg
 
-    def pd_request(self, role: str) -> dict:
+    def pd_request(self, role: str) -> dict[str, Any]:
         """One PD pool's request (see ``pd_role_request``)."""
         request = self._pd_requests.get(role)
         if request is None:
@@ -118,7 +119,7 @@ class SynthesisContext:
         """One PD pool's parallelism: the request's, else the role's override, strategy, then "tp"."""
         return first(self.pd_request(role).get("parallelism"), self.layout.layers(role).parallelism)
 
-    def pool_nodes(self, request: dict) -> Any:
+    def pool_nodes(self, request: dict[str, Any]) -> Any:
         """Nodes of one PD pool; without a request, 1 on a multi-node deployment, else co-located (0)."""
         legacy = 1 if to_number(self.node_count) > 1 else 0
         nodes = request.get("nodes")
@@ -172,5 +173,5 @@ class SynthesisContext:
                 if block is not None:
                     active.append(block)
                 continue
-            active.append(entry.plain)
+            active.append(cast(FeatureBlock, entry.plain))  # set for every feature without modes
         return active

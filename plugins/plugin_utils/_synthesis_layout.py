@@ -11,7 +11,8 @@ are tuples: long-lived, immutable, and never tracked by the garbage collector.
 from __future__ import annotations
 
 import math
-from typing import Any, Mapping, Optional
+from collections.abc import Mapping
+from typing import Any, Optional
 
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._cmdline import kept_tokens
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._feature_table import FeatureTable
@@ -36,12 +37,11 @@ from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._jsvalue import
     truthy,
 )
 
-
 #: Not computed yet (a lazily filled Layout slot).
 _UNSET: Any = object()
 
 
-def merge_env(env: dict, source: Any) -> None:
+def merge_env(env: dict[str, Any], source: Any) -> None:
     """``Object.assign(env, source)`` for mapping sources; anything else adds nothing."""
     if isinstance(source, dict):
         env.update(source)
@@ -58,8 +58,8 @@ class Layout:
         "features", "strategies", "kv_options", "_role_layers", "_kv_choices", "_dep_local",
     )
 
-    def __init__(self, recipe: Mapping, variant_key: Any, strategy_name: Any, hardware_id: Any,
-                 strategies: Mapping, taxonomy: Mapping) -> None:
+    def __init__(self, recipe: Mapping[str, Any], variant_key: Any, strategy_name: Any, hardware_id: Any,
+                 strategies: Mapping[str, Any], taxonomy: Mapping[str, Any]) -> None:
         variants = get(recipe, "variants")
         variant = first(get(variants, variant_key) if hashable_key(variant_key) else None,
                         get(variants, "default"), {})
@@ -90,8 +90,8 @@ class Layout:
         self.features = FeatureTable(self)
         self.strategies = strategies
         self.kv_options = get(taxonomy, "kv_offload")
-        self._role_layers: dict = {}
-        self._kv_choices: dict = {}
+        self._role_layers: dict[Optional[str], RoleLayers] = {}
+        self._kv_choices: dict[Any, Any] = {}
         self._dep_local: Any = _UNSET
         self._static_layers(model)
 
@@ -110,11 +110,11 @@ class Layout:
         ]
         exact = get(get(self.overrides, "hardware_overrides"), hardware_id) if hashable_key(hardware_id) else None
         hardware_args: list[Any] = []
-        hardware_env: dict = {}
+        hardware_env: dict[str, Any] = {}
         for block in (*generation_blocks, exact):
             hardware_args += items(first(get(block, "extra_args"), None))
             merge_env(hardware_env, get(block, "extra_env"))
-        static_env: dict = {}
+        static_env: dict[str, Any] = {}
         for block in (get(model, "base_env"), get(variant, "extra_env"), get(variant_exact, "extra_env")):
             merge_env(static_env, block)
         self.model_and_variant_args = tuple(items(first(get(model, "base_args"), None))
@@ -124,7 +124,7 @@ class Layout:
         self.hardware_env = hardware_env
         self.model_and_variant_env = static_env
 
-    def layers(self, role: Optional[str]) -> "RoleLayers":
+    def layers(self, role: Optional[str]) -> RoleLayers:
         """The static argv and env layers of one process role (a PD pool, or None)."""
         layers = self._role_layers.get(role)
         if layers is None:
@@ -223,7 +223,7 @@ class RoleLayers:
             *self.head, *kept_tokens((layout.parallel_flag, text(layout.single_node_tp))), *self.middle)
         self.env_head = dict(layout.model_and_variant_env)
         merge_env(self.env_head, get(strategy, "env") if not is_pd else get(role_strategy, "env") if role else None)
-        tail: dict = {}
+        tail: dict[str, Any] = {}
         if truthy(overrides):
             merge_env(tail, get(overrides, "env"))
             merge_env(tail, get(get(overrides, role), "env") if role else get(overrides, "extra_env"))
@@ -241,7 +241,7 @@ class RoleLayers:
         self.dep_tp = first(get(override_cfg, "tp"), get(strategy_cfg, "tp"), 1)
 
 
-_LAYOUT_CACHE: dict[tuple, tuple[tuple, Layout]] = {}
+_LAYOUT_CACHE: dict[tuple[Any, ...], tuple[tuple[Any, ...], Layout]] = {}
 _LAYOUT_CACHE_SIZE = 16384  # the upstream corpus alone has ~8,500 combinations: 4,096 thrashed
 
 
@@ -250,10 +250,11 @@ def clear_layouts() -> None:
     _LAYOUT_CACHE.clear()
 
 
-def layout_for(recipe: Mapping, variant_key: Any, strategy_name: Any, hardware_id: Any,
-               strategies: Mapping, taxonomy: Mapping) -> Layout:
+def layout_for(recipe: Mapping[str, Any], variant_key: Any, strategy_name: Any, hardware_id: Any,
+               strategies: Mapping[str, Any], taxonomy: Mapping[str, Any]) -> Layout:
     """The shared ``Layout`` of one recipe/variant/strategy/hardware combination."""
-    key: Optional[tuple] = (id(recipe), variant_key, strategy_name, hardware_id, id(strategies), id(taxonomy))
+    key: Optional[tuple[Any, ...]]
+    key = (id(recipe), variant_key, strategy_name, hardware_id, id(strategies), id(taxonomy))
     try:
         hit = _LAYOUT_CACHE.get(key)
     except TypeError:  # an unhashable selection value: computed, never cached

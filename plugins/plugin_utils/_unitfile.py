@@ -29,22 +29,23 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from typing import Optional, Sequence, Union
+from collections.abc import Sequence
+from typing import Optional, Union
 
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._errors import SelectionError
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._secret import fingerprint
 
 __all__ = [
-    "MAX_VALUE_BYTES",
     "MAX_UNIT_LINE_BYTES",
+    "MAX_VALUE_BYTES",
     "UnsafeValueError",
-    "check_text",
     "check_env_value",
     "check_path",
+    "check_text",
     "control_problem",
-    "fingerprint",
     "env_file",
     "exec_directive",
+    "fingerprint",
     "systemd_quote",
     "unit_file",
 ]
@@ -229,10 +230,10 @@ def unit_file(comments: Sequence[tuple[str, str]],
         lines += ["", f"[{section}]"]
         for directive in directives:
             if len(directive) == 3:
-                name, value, key = directive  # type: ignore[misc]
+                name, value, key = directive
                 lines.append(f"{name}={_plain(key, value)}")
             else:
-                lines += directive[1]  # type: ignore[misc]
+                lines += directive[1]
     return "\n".join(lines) + "\n"
 
 

@@ -10,7 +10,8 @@ raises ``SelectionError`` naming the key, the value and what would be accepted.
 from __future__ import annotations
 
 import math
-from typing import Any, Mapping, Optional
+from collections.abc import Mapping
+from typing import Any, Optional
 
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._errors import SelectionError
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._gates import (
@@ -45,13 +46,15 @@ from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._selection impo
 )
 
 
-def _require_int(key: str, value: Any, low: int, high: Optional[int] = None) -> None:
+def _require_int(key: str, value: Any, low: int, high: Optional[int] = None) -> int:
+    """``value`` when it is an integer in ``low``..``high``; SelectionError else."""
     if not isinstance(value, int) or isinstance(value, bool) or value < low or (high is not None and value > high):
         bound = f"{low}..{high}" if high is not None else f">= {low}"
         raise SelectionError(key, value=value, expected=f"an integer {bound}")
+    return value
 
 
-def validate_selection(recipe: Mapping, selection: Selection, strategies: Mapping, taxonomy: Mapping) -> Selection:
+def validate_selection(recipe: Mapping[str, Any], selection: Selection, strategies: Mapping[str, Any], taxonomy: Mapping[str, Any]) -> Selection:
     """Check a complete selection against the recipe and catalog; return it unchanged.
 
     Raises ``SelectionError`` on the first problem, naming the key, the value
@@ -63,7 +66,7 @@ def validate_selection(recipe: Mapping, selection: Selection, strategies: Mappin
     variant = variants[selection.variant]
     profiles = get(taxonomy, "hardware_profiles") or {}
     hw = selection.hardware
-    if hw not in profiles:
+    if hw is None or hw not in profiles:
         raise SelectionError("hardware", value=hw, expected=one_of(profiles))
     profile = profiles[hw]
     if not precision_compatible(profile, variant):
@@ -104,14 +107,13 @@ def validate_selection(recipe: Mapping, selection: Selection, strategies: Mappin
     return selection
 
 
-def _min_gpus_text(recipe: Mapping, strategy: str, hw: str) -> str:
+def _min_gpus_text(recipe: Mapping[str, Any], strategy: str, hw: str) -> str:
     return f"strategy_min_gpus {min_gpus_for(recipe, strategy, hw)}"
 
 
-def _validate_nodes(recipe: Mapping, selection: Selection, strategy: str, kind: Any,
-                    profile: Mapping, hw: str, gpus: Any) -> None:
-    nodes = selection.node_count
-    _require_int("node_count", nodes, 1, MAX_NODES)
+def _validate_nodes(recipe: Mapping[str, Any], selection: Selection, strategy: str, kind: Any,
+                    profile: Mapping[str, Any], hw: str, gpus: Any) -> None:
+    nodes = _require_int("node_count", selection.node_count, 1, MAX_NODES)
     if kind == "single_node" and nodes != 1:
         raise SelectionError("node_count", value=nodes, expected=f"1 for single-node strategy {strategy!r}")
     if kind == "multi_node" and nodes < 2:
@@ -130,7 +132,7 @@ def _validate_nodes(recipe: Mapping, selection: Selection, strategy: str, kind: 
         _validate_pd_nodes(recipe, selection, profile, hw, gpus)
 
 
-def _validate_pd_nodes(recipe: Mapping, selection: Selection, profile: Mapping, hw: str, gpus: Any) -> None:
+def _validate_pd_nodes(recipe: Mapping[str, Any], selection: Selection, profile: Mapping[str, Any], hw: str, gpus: Any) -> None:
     pd = selection.pd_nodes
     if pd is None:
         if not hardware_scalable(profile) or gpus < 2:
@@ -164,8 +166,8 @@ def _validate_pd_nodes(recipe: Mapping, selection: Selection, profile: Mapping, 
         raise SelectionError("pd_nodes", value=pd, expected="both pools co-located (0) or both on whole nodes")
 
 
-def _validate_features(recipe: Mapping, selection: Selection, strategy: str, variant: Mapping,
-                       profile: Mapping, hw: str) -> None:
+def _validate_features(recipe: Mapping[str, Any], selection: Selection, strategy: str, variant: Mapping[str, Any],
+                       profile: Mapping[str, Any], hw: str) -> None:
     known = get(recipe, "features") or {}
     for index, key in enumerate(selection.features or ()):
         if key not in known:
@@ -196,8 +198,8 @@ def _validate_features(recipe: Mapping, selection: Selection, strategy: str, var
                                  reason=f"feature {key!r} is not enabled", expected=f"{key!r} listed in features")
 
 
-def _validate_kv(recipe: Mapping, selection: Selection, strategy: str, strategies: Mapping,
-                 taxonomy: Mapping, profile: Mapping) -> None:
+def _validate_kv(recipe: Mapping[str, Any], selection: Selection, strategy: str, strategies: Mapping[str, Any],
+                 taxonomy: Mapping[str, Any], profile: Mapping[str, Any]) -> None:
     choice = selection.kv_offload
     if choice is None:
         if selection.kv_instances is not None:

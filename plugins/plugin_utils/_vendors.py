@@ -24,22 +24,23 @@ Two classifications exist on purpose:
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Optional, Sequence
+from typing import Any, Optional
 
 __all__ = [
-    "Vendor",
-    "VENDORS",
-    "HARDENED_VENDORS",
     "ASCEND_DRIVER_MOUNTS",
     "ASCEND_MULTI_NODE_MOUNTS",
-    "vendor_key",
+    "HARDENED_VENDORS",
+    "VENDORS",
+    "Vendor",
     "site_vendor_key",
+    "vendor_key",
     "visible_devices_var",
 ]
 
 #: ``(gpu_runtime, host_gpus, multi_node) -> flags``: a vendor's hardened device flags.
-HardenedFlags = Callable[[str, Sequence[int], bool], list]
+HardenedFlags = Callable[[str, Sequence[int], bool], list[Any]]
 
 #: Read-only host paths the Ascend runtime needs inside the container (vllm-ascend quick start).
 ASCEND_DRIVER_MOUNTS = (
@@ -200,7 +201,7 @@ def vendor_key(profile: Optional[Mapping[str, Any]], hardware_id: Optional[str] 
     return "nvidia"
 
 
-def site_vendor_key(is_tpu: bool, is_amd: bool, is_xpu: bool, is_intel: bool) -> str:
+def site_vendor_key(is_tpu: Optional[bool], is_amd: Optional[bool], is_xpu: Optional[bool], is_intel: Optional[bool]) -> str:
     """The recipes site's classification (its ``is*`` flags, see the module docstring) as a key of VENDORS."""
     if is_tpu:
         return "tpu"

@@ -12,7 +12,8 @@ starts every process of a wave and waits for its health gates before the next.
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 
 def start_waves(processes: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:

@@ -22,6 +22,7 @@ beside the lanes).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 import time
@@ -91,10 +92,8 @@ def main() -> int:
             moved.add(tid)
         time.sleep(args.interval)
     log(f"done: {len(moved)} thread(s) moved")
-    try:
+    with contextlib.suppress(OSError):
         IDLE_GROUP.rmdir()  # only once its threads are gone
-    except OSError:
-        pass
     return 0
 
 

@@ -36,6 +36,7 @@ Run: ``python3 tests/infra/hub_standin.py --host 127.0.0.1 --port 0`` prints
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import hmac
 import json
@@ -91,7 +92,7 @@ class FakeRepo:
         self.revision = revision
         self.sha = hashlib.sha1(("hub-standin:%s@%s" % (repo_id, revision)).encode()).hexdigest()
         shards = {}
-        for name, kib in zip(SHARD_NAMES, shard_kib):
+        for name, kib in zip(SHARD_NAMES, shard_kib, strict=False):
             shards[name] = safetensors_bytes(name, kib * 1024, "%s/%s" % (self.sha, name))
         config = {"architectures": ["StandinForCausalLM"], "model_type": "standin", "hidden_size": 64,
                   "num_hidden_layers": 2, "vocab_size": 32, "torch_dtype": "uint8",
@@ -323,7 +324,7 @@ class Handler(BaseHTTPRequestHandler):
                 snapshot = json.loads(json.dumps(self.hub.stats))
             self.send_json(200, snapshot)
             return
-        for kind, pattern in ROUTES.items():
+        for kind, pattern in ROUTES.items():  # noqa: B007 - kind names the route that matched, below
             match = pattern.match(path)
             if match:
                 break
@@ -397,10 +398,8 @@ class Handler(BaseHTTPRequestHandler):
         if cut is not None:
             # The fault: drop the connection with the body incomplete.
             self.close_connection = True
-            try:
+            with contextlib.suppress(OSError):
                 self.connection.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
             print("hub-standin: FAULT dropped %s at offset %d" % (path, stop), file=sys.stderr, flush=True)
         self.finish_request_log(status, sent, file_key, byte_range)
 
@@ -433,10 +432,8 @@ def main(argv: list[str] | None = None) -> int:
     server = make_server(hub, args.host, args.port)
     host, port = server.server_address[:2]
     print("hub-standin: listening on http://%s:%d (%s)" % (host, port, NOTE), flush=True)
-    try:
+    with contextlib.suppress(KeyboardInterrupt):
         server.serve_forever()
-    except KeyboardInterrupt:
-        pass
     return 0
 
 

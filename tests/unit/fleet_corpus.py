@@ -13,8 +13,9 @@ from __future__ import annotations
 import functools
 import gzip
 import json
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Optional
+from typing import Any, Optional
 
 import yaml
 
@@ -99,7 +100,7 @@ class CorpusEngine:
 
     @classmethod
     def for_selection(cls, all_cases: Iterable[Mapping[str, Any]], profiles: Mapping[str, Any],
-                      **match: Any) -> "CorpusEngine":
+                      **match: Any) -> CorpusEngine:
         picked = [c for c in all_cases if all(c.get(k) == v for k, v in match.items())]
         keys = {base_key(c) for c in picked}
         if len(keys) > 1:

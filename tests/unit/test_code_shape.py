@@ -7,8 +7,8 @@ Each check is a pure function over source text (``ast``), run on every Python fi
 from __future__ import annotations
 
 import ast
+from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Iterator, Mapping
 
 import pytest
 

@@ -37,10 +37,10 @@ from pathlib import Path
 
 import pytest
 import yaml
-from doc_examples import (CommandBlock, Example, command_blocks, doc_examples, plugin_examples, saved_files,
-                          skip_reasons, syntax_check_groups)
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
+
+from doc_examples import CommandBlock, Example, command_blocks, doc_examples, plugin_examples, saved_files, skip_reasons, syntax_check_groups
 
 pytestmark = [pytest.mark.install, pytest.mark.slow]
 
@@ -59,7 +59,7 @@ MUST_SHIP = ("requirements.txt", "bindep.txt", "meta/execution-environment.yml",
              "playbooks/render.yml", "playbooks/deploy.yml", "recipes", "roles", "plugins/plugin_utils")
 MUST_NOT_SHIP = (".venv", ".collections", ".cache", ".git", ".pytest_cache", "tests/output", "out",
                  "ansible.cfg", "requirements-dev.txt", "requirements-integration.txt", "Makefile", ".ci",
-                 "tools", "changelogs/.plugin-cache.yaml")
+                 "tools", "changelogs/.plugin-cache.yaml", "pyproject.toml")
 # `make build`: the tarball of git's tracked files (tools/build.sh).
 BUILD = REPO / "tools" / "build.sh"
 # Files a user leaves in a checkout, untracked: none may ship (docs/install.md, "From a tarball").
@@ -288,7 +288,7 @@ def test_tarball_installs_renders_and_syntax_checks(tarball, tmp_path, minor):
     ours = str(collections / "ansible_collections")
     for path, found in json.loads(listed).items():
         # ansible-core >= 2.19 lists its own internal collections too; nothing else may show.
-        assert path == ours or path.startswith(str(venv)) and set(found) <= {"ansible._protomatter"}, (path, found)
+        assert path == ours or (path.startswith(str(venv)) and set(found) <= {"ansible._protomatter"}), (path, found)
     assert "vllm_fleet.recipes" in json.loads(listed)[ours]
     installed = collections / "ansible_collections" / "vllm_fleet" / "recipes"
     assert not installed.is_symlink() and (installed / "MANIFEST.json").is_file()

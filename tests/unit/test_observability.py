@@ -13,13 +13,13 @@ from typing import Any
 
 import pytest
 import yaml
-from fleets import EXAMPLES, SEED, example_fleet, run_render, seed_fleet
-from processes import ROUTER_CLI, stop
 
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils import _monitoring as M
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils import _placement as P
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils import _render as R
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._inventory import InventoryError
+from fleets import EXAMPLES, SEED, example_fleet, run_render, seed_fleet
+from processes import ROUTER_CLI, stop
 
 REPO = Path(__file__).resolve().parents[2]
 RULES = REPO / "roles" / "monitoring" / "files" / "vllm-fleet.rules.yml"
@@ -322,7 +322,7 @@ def test_dashboard_structure(dashboard):
     cells: set[tuple[int, int]] = set()
     for panel in panels:
         grid = panel["gridPos"]
-        assert 0 <= grid["x"] and grid["x"] + grid["w"] <= 24, panel["title"]
+        assert grid["x"] >= 0 and grid["x"] + grid["w"] <= 24, panel["title"]
         area = {(x, y) for x in range(grid["x"], grid["x"] + grid["w"])
                 for y in range(grid["y"], grid["y"] + grid["h"])}
         assert not area & cells, f"panel {panel['title']!r} overlaps another"
@@ -680,6 +680,7 @@ def test_plan_action_hands_plain_values_to_the_rules_dumper():
     # ansible-core 2.19 templates role vars into tagged str/int subclasses; the rules' YAML dumper
     # refused them ("cannot represent an object: '10s'") when a role passed vllm_monitoring_alerts.
     from ansible._internal._datatag._tags import Origin
+
     from ansible_collections.vllm_fleet.recipes.plugins.action.vllm_plan import _plain
 
     tag = Origin(description="role vars").tag

@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils import _render as R
 from fleets import SEED, example_fleet, fleets_of_64_hosts, seed_fleet
 from mermaid_shape import diagrams
-from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils import _render as R
 
 REPO = Path(__file__).resolve().parents[2]
 MERMAID_SH = REPO / "tests" / "infra" / "mermaid.sh"
@@ -76,7 +76,7 @@ def test_every_diagram_of_the_example_and_large_plans_parses(mmdc, tmp_path):
     assert all(len(found) == 1 for found in blocks.values()), blocks
     svgs = render(mmdc, "\n".join(plan_mds.values()), tmp_path / "all")
     assert len(svgs) == len(plan_mds)
-    drawn = dict(zip(plan_mds, svgs))
+    drawn = dict(zip(plan_mds, svgs, strict=True))
     assert "h200-p1 · 10.20.1.11" in drawn["pd_cluster"] and "KV cache via NIXL" in drawn["pd_cluster"]
     assert "60 hosts: gpu-01, gpu-02, …, gpu-63" in drawn["kv_4x16"]
     hostile = drawn["hostile_names"]

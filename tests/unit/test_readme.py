@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
 from doc_examples import skip_reasons
 
 REPO = Path(__file__).resolve().parents[2]

@@ -4,14 +4,16 @@ the rate kept while answers are slow, a stream without ``[DONE]`` a failure."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
@@ -94,7 +96,7 @@ def test_slow_answers_do_not_slow_the_rate_until_concurrency_is_full(engine, tmp
     result, events = run_load(engine, tmp_path, "--rate", "4", "--concurrency", "2", "--kinds", "completion")
     starts = [e["start"] for e in events]
     assert result["failed"] == 0 and result["late"] > 0  # 4/s of 1 s answers need 4 in flight, not 2
-    assert max(b - a for a, b in zip(starts, starts[1:])) < 1.5
+    assert max(b - a for a, b in itertools.pairwise(starts)) < 1.5
 
 
 def test_errors_are_failures_with_their_words(engine, tmp_path):

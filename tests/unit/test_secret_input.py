@@ -12,6 +12,7 @@ real action marks Vault values (ansible-core's own representation, whatever the 
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import subprocess
@@ -27,8 +28,7 @@ from hypothesis import strategies as st
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils import _placement as P
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils import _render as R
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._deployment_spec import DeploymentSpec
-from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._errors import RecipeError
-from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._errors import key_path
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._errors import RecipeError, key_path
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._secret import VaultValue
 
 SETTINGS = settings(max_examples=120, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
@@ -46,7 +46,7 @@ def render(deployment: dict[str, Any], hostvars: dict[str, Any] | None = None) -
 def put(tree: dict[str, Any], path: tuple[Any, ...], value: Any) -> dict[str, Any]:
     """``tree`` with ``value`` at ``path`` (mappings created on the way; an int part: a list index)."""
     node: Any = tree
-    for part, following in zip(path, path[1:]):
+    for part, following in itertools.pairwise(path):
         node = node.setdefault(part, [] if isinstance(following, int) else {})
     if isinstance(path[-1], int):
         node.extend([f"--x{i}" for i in range(path[-1] + 1 - len(node))])

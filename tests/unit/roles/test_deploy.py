@@ -18,12 +18,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-import host_log
 import pytest
 import yaml
-
 from ansible.module_utils.urls import open_url
 
+import host_log
 from ansible_collections.vllm_fleet.recipes.plugins.action import vllm_progress as PROGRESS
 from ansible_collections.vllm_fleet.recipes.plugins.module_utils import _units_scan as U
 from ansible_collections.vllm_fleet.recipes.plugins.module_utils._systemd_show import parse_show
@@ -196,7 +195,7 @@ def test_units_info_reads_the_manifests_as_the_headers_say(example, tmp_path):
     from_manifests = U.collect([str(units_dir)], set(), str(manifest_dir))
     from_headers = U.collect([str(units_dir)], set(), str(tmp_path / "none"))
     assert len(from_manifests) == sum(len(d["processes"]) for d in plan["deployments"].values())
-    for read, parsed in zip(from_manifests, from_headers):
+    for read, parsed in zip(from_manifests, from_headers, strict=False):
         assert read["manifest"] == str(manifest_dir / (read["unit"] + ".json"))
         assert {k: v for k, v in read.items() if k != "manifest"} == {k: v for k, v in parsed.items() if k != "manifest"}
 

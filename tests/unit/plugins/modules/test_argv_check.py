@@ -14,10 +14,11 @@ import json
 import os
 import shutil
 import subprocess
-import tempfile
 import sys
+import tempfile
 import time
 from pathlib import Path
+from typing import Any, ClassVar
 
 import pytest
 
@@ -117,7 +118,7 @@ def _engine_check(cache_dir: Path, runner: CountingRunner):
     started = time.monotonic()
     results, version = check.check()
     check.enforce_min_version(results, processes, version, None)
-    return check, dict(zip(ENGINE_CASES, results)), version, time.monotonic() - started
+    return check, dict(zip(ENGINE_CASES, results, strict=False)), version, time.monotonic() - started
 
 
 @pytest.fixture(scope="module")
@@ -421,10 +422,10 @@ def test_check_mode_skips_an_image_not_pulled_yet(tmp_path, monkeypatch):
 
     class Module:
         check_mode = True
-        params = {"kind": "engine", "image": "new:1", "processes": [{"argv": serve()}], "skip": False,
-                  "python": ["python3"], "router_python": None, "env": {}, "cache_dir": str(tmp_path),
-                  "docker_binary": "docker", "timeout": 10, "min_vllm_version": None, "min_vllm_versions": {},
-                  "plan_deployments": {}, "missing_ok": False, "fail_on_error": True, "skip_reason": None}
+        params: ClassVar[dict[str, Any]] = {"kind": "engine", "image": "new:1", "processes": [{"argv": serve()}], "skip": False,
+                                            "python": ["python3"], "router_python": None, "env": {}, "cache_dir": str(tmp_path),
+                                            "docker_binary": "docker", "timeout": 10, "min_vllm_version": None, "min_vllm_versions": {},
+                                            "plan_deployments": {}, "missing_ok": False, "fail_on_error": True, "skip_reason": None}
 
         def exit_json(self, **kwargs):
             outcome.update(kwargs, failed=False)

@@ -18,8 +18,9 @@ import os
 import subprocess
 import sys
 import textwrap
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Optional
+from typing import Any, Optional
 
 import pytest
 
@@ -99,7 +100,7 @@ class AttentionBackendEnum(enum.Enum):
     FLASH_ATTN = enum.auto()
     TORCH_SDPA = enum.auto()
 '''
-VLLMS: Dict[str, Dict[str, str]] = {
+VLLMS: dict[str, dict[str, str]] = {
     # 0.32/0.33: AttentionConfig.validate_backend_before over vllm/v1/attention/backends/registry.py.
     "current": {"vllm/config/__init__.py": _SPECULATIVE_PYDANTIC, "vllm/config/attention.py": _ATTENTION_CONFIG,
                 "vllm/v1/attention/backends/registry.py": _REGISTRY_V1},
@@ -137,8 +138,8 @@ def image_vllm(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.
     _purge_vllm()
 
 
-def _names(checker: C.VllmServeChecker, **args: Any) -> tuple[Optional[Dict[str, Any]], List[str]]:
-    notes: List[str] = []
+def _names(checker: C.VllmServeChecker, **args: Any) -> tuple[Optional[dict[str, Any]], list[str]]:
+    notes: list[str] = []
     namespace = argparse.Namespace(**args)
     failure = checker._names(namespace, notes) or checker._speculative(namespace, notes)
     return failure, notes
@@ -233,7 +234,7 @@ def test_names_with_a_real_vllm():
                           text=True, check=False, timeout=1200, env=dict(os.environ, VLLM_TARGET_DEVICE="cpu"))
     report = json.loads(proc.stdout)
     assert "setup_error" not in report, report
-    for (flags, stage, words), result in zip(REAL_CASES, report["results"]):
+    for (flags, stage, words), result in zip(REAL_CASES, report["results"], strict=False):
         if stage is None:
             assert result["ok"], (flags, result)
         else:

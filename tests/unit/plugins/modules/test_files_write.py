@@ -11,11 +11,11 @@ from types import SimpleNamespace
 from unittest import mock
 
 import pytest
-import host_log
 import yaml
 from ansible.module_utils import basic
 from ansible.module_utils.testing import patch_module_args
 
+import host_log
 from ansible_collections.vllm_fleet.recipes.plugins.module_utils._file_diffs import with_after, without_journal_entry
 from ansible_collections.vllm_fleet.recipes.plugins.modules import vllm_files_write as W
 

@@ -127,5 +127,5 @@ def test_units_to_enable_are_the_steps_units_not_enabled_yet():
         "vllm-pd-router.service", "vllm-pd-decode-0.service"]
     # Check mode wrote nothing: a new unit is not there to enable.
     assert H.units_to_enable([PREFILL, ROUTER, decode], present, check_mode=True) == ["vllm-pd-router.service"]
-    static = [dict(u, unit_file_state=state) for u, state in zip(present, ("static", "enabled-runtime"))]
+    static = [dict(u, unit_file_state=state) for u, state in zip(present, ("static", "enabled-runtime"), strict=False)]
     assert H.units_to_enable([PREFILL, ROUTER], static, check_mode=False) == []

@@ -14,8 +14,7 @@ if _COLLECTIONS not in sys.path:  # harmless when conftest.py already did it
 from ansible.errors import AnsibleFilterError  # noqa: E402
 
 from ansible_collections.vllm_fleet.recipes.plugins.filter.images import image_pulls_filter  # noqa: E402
-from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._image_refs import (  # noqa: E402
-    image_pull, parse_reference)
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._image_refs import image_pull, parse_reference  # noqa: E402
 
 MIRROR = "mirror.example:5000"
 PIN = "sha256:" + "ab" * 32

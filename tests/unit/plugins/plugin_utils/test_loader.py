@@ -21,15 +21,14 @@ _COLLECTIONS = str(Path(__file__).resolve().parents[4] / ".collections")
 if _COLLECTIONS not in sys.path:  # harmless when conftest.py already did it
     sys.path.insert(0, _COLLECTIONS)
 
-from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._errors import (  # noqa: E402
-    RecipeLoadError,
-    SchemaError,
-)
-from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._selection import recommend_among  # noqa: E402
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._catalog import (  # noqa: E402
     load_strategies,
     load_taxonomy,
     load_upstream_tree,
+)
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._errors import (  # noqa: E402
+    RecipeLoadError,
+    SchemaError,
 )
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._loader import (  # noqa: E402
     LoadedRecipe,
@@ -38,6 +37,7 @@ from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._loader import 
     load_recipe,
     load_recipe_from_tree,
 )
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._selection import recommend_among  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[4]
 SHARED = Path(os.environ.get("VLLM_FLEET_SHARED_DIR") or REPO.parent / "shared")

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils import _placement as P
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils import _deployment_spec as PM_SPEC
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils import _placement as P
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils import _plan_model as PM
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._inventory import InventoryError
 from fleets import example_fleet

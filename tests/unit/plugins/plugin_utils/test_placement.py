@@ -175,7 +175,7 @@ def test_single_node_matches_upstream_argv(corpus, hf_id, hardware, features, ve
     assert exec_argv[:5] == ["/usr/bin/docker", "run", "--rm", "--name", "vllm-dep"]
     assert exec_argv[5:5 + len(device_flags)] == device_flags
     assert "--privileged" not in exec_argv and "-e" not in exec_argv
-    assert ["-p", "8000:8000"] == exec_argv[exec_argv.index("-p"):exec_argv.index("-p") + 2]
+    assert exec_argv[exec_argv.index("-p"):exec_argv.index("-p") + 2] == ["-p", "8000:8000"]
     assert exec_argv[exec_argv.index("--env-file") + 1] == "/etc/vllm-fleet/dep/vllm-dep.env"
     image = case["docker"]["image"]
     assert exec_argv[exec_argv.index(image) + 1:] == drained(case["argv"])[2:]
@@ -240,9 +240,9 @@ def test_multi_node_every_rank_matches_upstream(corpus, hf_id, strategy, hardwar
     for proc in procs.values():
         assert proc.env["NCCL_SOCKET_IFNAME"] == proc.env["GLOO_SOCKET_IFNAME"] == "ens5"
         assert proc.env["VLLM_HOST_IP"] == hostvars[proc.host]["ansible_host"]
-        assert ["--network", "host"] == proc.exec_argv[proc.exec_argv.index("--network"):][:2]
+        assert proc.exec_argv[proc.exec_argv.index("--network"):][:2] == ["--network", "host"]
         assert "-p" not in proc.exec_argv
-        for key, value in case["env"].items():
+        for key, _value in case["env"].items():
             assert key in proc.env
     assert_no_placeholders(fleet)
     assert fleet.deployments[0].endpoint == f"http://{head_addr}:8000"
@@ -373,7 +373,7 @@ def test_kv_store_two_single_node_instances_with_router_master_and_store(corpus)
         proc = procs[inst]
         assert proc.env["MOONCAKE_CONFIG_PATH"] == "/etc/vllm-fleet/dep/mooncake.json"
         assert ("/etc/vllm-fleet/dep/mooncake.json", "/etc/vllm-fleet/dep/mooncake.json", "ro") in proc.mounts
-        assert ["--network", "host"] == proc.exec_argv[proc.exec_argv.index("--network"):][:2]
+        assert proc.exec_argv[proc.exec_argv.index("--network"):][:2] == ["--network", "host"]
     configs = {(c.host, c.name): c.content for c in plan.config_files}
     assert configs[("i0", "mooncake.json")]["master_server_address"] == f"{addr(2)}:50051"
     assert configs[("i0", "mooncake.json")]["device_name"] == ""
@@ -426,8 +426,8 @@ def test_two_deployments_share_a_host_with_distinct_gpus_and_ports(corpus):
     a, b = procs["vllm-a"], procs["vllm-b"]
     assert a.gpus == [0] and b.gpus == [1]
     assert a.env["CUDA_VISIBLE_DEVICES"] == "0" and b.env["CUDA_VISIBLE_DEVICES"] == "1"
-    assert b.argv[-4:] == ["--port", "8100", "--shutdown-timeout", "30"] and ["-p", "8100:8100"] == \
-        b.exec_argv[b.exec_argv.index("-p"):b.exec_argv.index("-p") + 2]
+    assert b.argv[-4:] == ["--port", "8100", "--shutdown-timeout", "30"] and b.exec_argv[b.exec_argv.index("-p"):b.exec_argv.index("-p") + 2] == \
+        ["-p", "8100:8100"]
     assert fleet.gpu_assignment == {"box": {"a": [0], "b": [1]}}
     assert "VLLM_PORT" not in a.env  # bridge networking isolates internal ports
 
@@ -644,7 +644,7 @@ def test_pd_engines_sharing_a_host_get_disjoint_side_channel_ranges():
 
 def test_pd_side_channel_port_from_extra_env_is_kept_and_a_clash_named():
     deployment = dict(SEED, strategy="pd_cluster", extra_env={"VLLM_NIXL_SIDE_CHANNEL_PORT": "6000"})
-    with pytest.raises(P.PlacementError, match="port 6000.*remove VLLM_NIXL_SIDE_CHANNEL_PORT from extra_env"):
+    with pytest.raises(P.PlacementError, match=r"port 6000.*remove VLLM_NIXL_SIDE_CHANNEL_PORT from extra_env"):
         engine_plan(deployment, ["g", "r"], host_vars={"r": {"vllm_pd_role": "router"}})
     fleet = engine_plan(deployment, ["p", "d", "r"], host_vars={"p": {"vllm_pd_role": "prefill"},
                                                                 "d": {"vllm_pd_role": "decode"},

@@ -14,13 +14,13 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from fleets import SEED, example_fleet, fleets_of_64_hosts, seed_fleet
-from mermaid_shape import diagrams, problems
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils import _plan_diagram as D
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils import _render as R
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._deployment_spec import NAME_RE
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._inventory import InventoryError
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._inventory_checks import check_host_name
+from fleets import SEED, example_fleet, fleets_of_64_hosts, seed_fleet
+from mermaid_shape import diagrams, problems
 
 EXAMPLES = ("single_node_tp", "multi_node_tp_pp", "pd_cluster")
 LARGE = fleets_of_64_hosts()
@@ -130,7 +130,7 @@ def accepted(name: str) -> bool:
 @given(hosts=st.lists(NAMES, min_size=3, max_size=3, unique=True), deployment=st.from_regex(NAME_RE, fullmatch=True))
 def test_any_accepted_host_name_keeps_the_diagram_whole(hosts, deployment):
     assume(all(accepted(h) for h in hosts))
-    roles = dict(zip(hosts, ("prefill", "decode", "router")))
+    roles = dict(zip(hosts, ("prefill", "decode", "router"), strict=False))
     fleet = seed_fleet(dict(SEED, strategy="pd_cluster", name=deployment), hosts,
                        host_vars={h: {"vllm_pd_role": role} for h, role in roles.items()})
     _text, labels = drawn(fleet)

@@ -173,7 +173,7 @@ def test_every_failure_is_reported_at_once():
                 "host a: accelerators: found 2 (nvidia-smi); needed 4 (devices 0,1,2,3 of glm, vendor nvidia)",
                 "host a: filesystem /data: found 50.00 GB free; needed 61.00 GB for zai-org/GLM-5@main (+1.00 GB margin)"]
     assert len(found.errors) == len(prefixes)
-    for error, prefix in zip(found.errors, prefixes):
+    for error, prefix in zip(found.errors, prefixes, strict=True):
         assert error.startswith(prefix), error
     assert found.warnings == []
 

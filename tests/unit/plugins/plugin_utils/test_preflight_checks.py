@@ -24,7 +24,7 @@ DIGEST = "sha256:" + "ab" * 32
 def test_digest_pins(digests, bad):
     errors = C.digest_errors(digests)
     assert len(errors) == len(bad)
-    for key, message in zip(bad, errors):
+    for key, message in zip(bad, errors, strict=True):
         assert message.startswith(f"vllm_image_digests['{key}']: got {digests[key]}; expected 'sha256:'")
 
 

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils import _placement as P
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils import _container
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils import _placement as P
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils import _render as R
 from fleet_corpus import drained
 from fleets import EXAMPLES, REPO, SEED, example_fleet, inventory_vars, run_render, seed_fleet
@@ -150,7 +150,7 @@ def test_systemd_quote(arg, quoted):
 
 
 def test_unit_shape_for_a_container_process(fleet_files):
-    name, fleet, files = fleet_files
+    _name, fleet, files = fleet_files
     for plan in fleet.deployments:
         for proc in plan.processes:
             unit = files[f"{plan.name}/{proc.host}/{proc.unit_file}"]
@@ -231,7 +231,7 @@ def test_hardened_vendor_flags():
     pd = VARIANT_FLEETS["rdma-cdi-router-container"]()
     procs = {p.unit: p for d in pd.deployments for p in d.processes}
     prefill = procs["vllm-fleet-prefill-0"].exec_argv
-    assert ["--device", "nvidia.com/gpu=all", "--ipc=host"] == prefill[5:8]
+    assert prefill[5:8] == ["--device", "nvidia.com/gpu=all", "--ipc=host"]
     for flags in (["--device", "/dev/infiniband"], ["--cap-add", "IPC_LOCK"], ["--ulimit", "memlock=-1"]):
         assert any(prefill[i:i + 2] == flags for i in range(len(prefill)))
     assert procs["vllm-fleet-prefill-0"].env["UCX_NET_DEVICES"] == "mlx5_0:1"
@@ -265,7 +265,7 @@ def test_plan_md_lists_every_process(fleet_files):
 
 
 def test_plan_json_is_stable_and_complete(fleet_files):
-    _name, fleet, files = fleet_files
+    _name, _fleet, files = fleet_files
     data = json.loads(files["plan.json"])
     assert files["plan.json"] == json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
     assert data["schema"] == P.PLAN_SCHEMA

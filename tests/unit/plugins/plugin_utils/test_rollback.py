@@ -30,7 +30,7 @@ def test_snapshot_names_each_container_without_the_slash_with_its_reference_and_
 
 
 def test_a_docker_inspect_entry_without_its_image_is_named():
-    with pytest.raises(ValueError, match="docker inspect entry 1: expected Name, Config.Image and Image"):
+    with pytest.raises(ValueError, match=r"docker inspect entry 1: expected Name, Config\.Image and Image"):
         snapshot_containers([INSPECT[0], {"Name": "/x", "Config": None}])
 
 

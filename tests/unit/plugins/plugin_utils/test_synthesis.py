@@ -9,8 +9,8 @@ import sys
 
 import pytest
 
-from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._docker import docker_argv, docker_command, docker_meta
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._cmdline import dedupe_flags, format_command, shell_quote
+from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._docker import docker_argv, docker_command, docker_meta
 from ansible_collections.vllm_fleet.recipes.plugins.plugin_utils._synthesis import resolve_command
 
 TAXONOMY = {
@@ -182,7 +182,7 @@ def test_conformance_tool_reports_a_broken_case(shared_dir, repo_root, tmp_path)
     """The replay must be able to fail: a corrupted expectation is counted as failed."""
     source = shared_dir / "upstream" / "conformance" / "cases.jsonl.gz"
     with gzip.open(source, "rt") as stream:
-        cases = [json.loads(line) for line, _index in zip(stream, range(3))]
+        cases = [json.loads(line) for line, _index in zip(stream, range(3), strict=False)]
     cases[1]["output"]["deployType"] = "tampered"
     broken = tmp_path / "cases.jsonl"
     broken.write_text("".join(json.dumps(c) + "\n" for c in cases))
