@@ -112,19 +112,28 @@ class ActionModule(ActionBase):
     def run(self, tmp: Any = None, task_vars: Optional[dict] = None) -> dict[str, Any]:
         result = super().run(tmp, task_vars)
         del tmp
-        args = self._task.args
+        # The same spec as the module's documentation stub (plugins/modules/vllm_benchmark_report.py).
+        _spec, args = self.validate_argument_spec(argument_spec={
+            "run": {"type": "dict", "required": True},
+            "image_id": {"type": "str", "required": True},
+            "results": {"type": "list", "elements": "dict", "required": True},
+            "started": {"type": "str", "required": True},
+            "dir": {"type": "path", "required": True},
+            "threshold_pct": {"type": "float", "default": 10},
+            "plot": {"type": "bool", "default": True},
+        })
         if self._task.check_mode:
             return {**result, "skipped": True, "changed": False, "msg": "check mode: nothing benchmarked, nothing written"}
         for name in ("run", "image_id", "results", "started", "dir"):
             if not args.get(name):
-                raise AnsibleActionFail(f"vllm_benchmark_report: {name} is required (got {args.get(name)!r})")
+                raise AnsibleActionFail(f"vllm_benchmark_report: {name} is empty (got {args.get(name)!r})")
         run, results = args["run"], args["results"]
         if not isinstance(run, Mapping) or not isinstance(results, list) or not all(isinstance(r, Mapping) for r in results):
             raise AnsibleActionFail("vllm_benchmark_report: run must be one item of the benchmark_runs filter and "
                                     f"results a list of parsed result JSON objects (got {type(run).__name__}, "
                                     f"{type(results).__name__})")
         try:
-            threshold = float(args.get("threshold_pct", 10))
+            threshold = float(args["threshold_pct"])
             fp = _benchmark.fingerprint(str(args["image_id"]), run.get("fingerprint_parts") or {}, run.get("workload") or {})
             record = _benchmark.summarize(run["deployment"], str(args["started"]), fp, run, results)
         except (_benchmark.BenchmarkError, KeyError, TypeError, ValueError) as exc:
@@ -138,7 +147,7 @@ class ActionModule(ActionBase):
         text = _benchmark.markdown(record, comparison, history=len(history) + 1)
         _write(stem.with_suffix(".json"), json.dumps(record, indent=2, sort_keys=True) + "\n")
         _write(stem.with_suffix(".md"), text)
-        png_skipped = plot(stem.with_suffix(".png"), record, history) if args.get("plot", True) else "plot: false"
+        png_skipped = plot(stem.with_suffix(".png"), record, history) if args["plot"] else "plot: false"
         return {**result, "changed": False, "json": str(stem.with_suffix(".json")), "markdown_path": str(stem.with_suffix(".md")),
                 "png": None if png_skipped else str(stem.with_suffix(".png")), "png_skipped": png_skipped,
                 "fingerprint": fp, "history": len(history), "comparison": comparison,

@@ -12,6 +12,7 @@ from __future__ import annotations
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.vllm_fleet.recipes.plugins.module_utils._file_diffs import with_after, without_journal_entry
+from ansible_collections.vllm_fleet.recipes.plugins.module_utils._files_write_args import FILES_WRITE_ARGUMENT_SPEC
 
 
 class ActionModule(ActionBase):
@@ -26,6 +27,8 @@ class ActionModule(ActionBase):
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
         del tmp
+        # The module's own spec, checked here first: a bad argument fails before anything is sent.
+        self.validate_argument_spec(argument_spec=FILES_WRITE_ARGUMENT_SPEC)
         result.update(self._execute_module(module_name=self._task.action, module_args=self._task.args,
                                            task_vars=task_vars))
         if "diff" in result:

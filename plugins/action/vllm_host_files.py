@@ -52,8 +52,6 @@ class ActionModule(ActionBase):
     """Select, write (one module call) and report the restarts of one step's files."""
 
     TRANSFERS_FILES = False
-    _VALID_ARGS = frozenset(("plan", "host", "kinds", "configs", "only_groups", "validate", "changed_images",
-                             "force_groups"))
 
     def _update_module_args(self, module_name, module_args, task_vars, *args, **kwargs):
         super()._update_module_args(module_name, module_args, task_vars, *args, **kwargs)
@@ -83,10 +81,17 @@ class ActionModule(ActionBase):
         task_vars = task_vars or {}
         if IMPORT_ERROR is not None:
             raise AnsibleActionFail(missing_requirement("vllm_fleet.recipes.vllm_host_files", IMPORT_ERROR))
-        args = self._task.args
-        unknown = sorted(set(args) - self._VALID_ARGS)
-        if unknown:
-            raise AnsibleActionFail(f"vllm_host_files: unsupported option(s) {', '.join(unknown)}")
+        # The same spec as the module's documentation stub (plugins/modules/vllm_host_files.py).
+        _spec, args = self.validate_argument_spec(argument_spec={
+            "plan": {"type": "dict", "required": True, "no_log": True},
+            "host": {"type": "str"},
+            "kinds": {"type": "list", "elements": "str", "required": True},
+            "configs": {"type": "list", "elements": "str", "default": []},
+            "only_groups": {"type": "list", "elements": "str", "default": []},
+            "validate": {"type": "str", "default": ""},
+            "changed_images": {"type": "list", "elements": "str", "default": []},
+            "force_groups": {"type": "list", "elements": "str", "default": []},
+        })
         if not args.get("kinds"):
             raise AnsibleActionFail("vllm_host_files: kinds is required (the process kinds this step installs)")
         try:

@@ -97,8 +97,6 @@ class ActionModule(ActionBase):
 
     TRANSFERS_FILES = False
     _requires_connection = False
-    _VALID_ARGS = frozenset(("dest", "prune", "deployments", "recipe_dirs", "catalog_dir", "cache_dir",
-                             "return_content"))
 
     def _host_vars(self, task_vars):
         hostvars = task_vars.get("hostvars") or {}
@@ -144,11 +142,18 @@ class ActionModule(ActionBase):
         if IMPORT_ERROR is not None:
             raise AnsibleActionFail(missing_requirement("vllm_fleet.recipes.vllm_plan", IMPORT_ERROR))
 
+        # The module's documentation stub's spec (plugins/modules/vllm_plan.py), but deployments is
+        # raw here: the plan's own checks name the key and value a user wrote (docs/inputs.md).
+        self.validate_argument_spec(argument_spec={
+            "dest": {"type": "path"},
+            "prune": {"type": "bool", "default": True},
+            "deployments": {"type": "raw"},
+            "recipe_dirs": {"type": "list", "elements": "path", "default": []},
+            "catalog_dir": {"type": "path"},
+            "cache_dir": {"type": "path"},
+            "return_content": {"type": "bool", "default": False},
+        })
         args = self._task.args
-        unknown = sorted(set(args) - self._VALID_ARGS)
-        if unknown:
-            raise AnsibleActionFail(f"vllm_plan: unsupported option(s) {', '.join(unknown)}; "
-                                    f"supported: {', '.join(sorted(self._VALID_ARGS))}")
         base_dir = to_text(task_vars.get("playbook_dir") or os.getcwd())
         deployments = None if args.get("deployments") is None else _plain(args["deployments"], vault=True)
         if deployments is None and "vllm_deployments" in task_vars:

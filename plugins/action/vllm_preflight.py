@@ -101,6 +101,13 @@ class ActionModule(ActionBase):
         task_vars = task_vars or {}
         if IMPORT_ERROR is not None:
             raise AnsibleActionFail(missing_requirement("vllm_fleet.recipes.vllm_preflight", IMPORT_ERROR))
+        # Options and presence here; parse_args checks the values and names what it accepts.
+        self.validate_argument_spec(argument_spec={
+            "checks": {"type": "raw", "default": []},
+            "inputs": {"type": "raw", "required": True},
+            "defer": {"type": "raw", "default": False},
+            "queued": {"type": "raw", "default": []},
+        })
         checks, raw = parse_args(self._task.args)
         defer, queued = parse_queue(self._task.args)
         if defer:

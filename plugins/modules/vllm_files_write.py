@@ -158,6 +158,7 @@ import tempfile
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.vllm_fleet.recipes.plugins.module_utils._atomic_write import atomic_write
+from ansible_collections.vllm_fleet.recipes.plugins.module_utils._files_write_args import FILES_WRITE_ARGUMENT_SPEC
 from ansible_collections.vllm_fleet.recipes.plugins.module_utils._units_scan import collect, with_systemd_state
 
 
@@ -261,23 +262,7 @@ def apply_files(module, specs, dirs):
 
 def main():
     module = AnsibleModule(
-        argument_spec={
-            # Only the contents are secret: the destinations and modes come back in files and diffs.
-            "specs": {"type": "list", "elements": "dict", "default": [], "options": {
-                "dest": {"type": "str", "required": True},
-                "content": {"type": "str", "required": True, "no_log": True},
-                "mode": {"type": "str", "required": True},
-                "diff": {"type": "bool", "default": True},
-                "validate": {"type": "str", "default": ""},
-            }},
-            "dirs": {"type": "list", "elements": "raw", "default": []},
-            "dir_mode": {"type": "str", "default": "0755"},
-            "units": {"type": "dict", "options": {
-                "unit_dirs": {"type": "list", "elements": "path", "default": ["/etc/systemd/system"]},
-                "deployments": {"type": "list", "elements": "str", "default": []},
-                "manifest_dir": {"type": "path", "default": "/var/lib/vllm-fleet/units"},
-            }},
-        },
+        argument_spec=FILES_WRITE_ARGUMENT_SPEC,
         supports_check_mode=True,
     )
     if os.geteuid() != 0:

@@ -176,3 +176,42 @@ def test_host_files_says_why_the_writer_crashed_on_the_host():
     message = _crash_summary({"failed": True, "exception": "IsADirectoryError: [Errno 21] Is a directory: '/etc/x.env'"})
     assert "Is a directory: '/etc/x.env'" in message and "vllm_files_write failed on the host" in message
     assert _crash_summary({"failed": True}).endswith("without a message")
+
+
+# Each action plugin with one bad call: (module, args as YAML, what its message must name).
+BAD_ACTION_ARGS = [
+    ("vllm_benchmark_report", "{run: {}, image_id: i, results: [], started: s, dir: /tmp, plot: maybe}", "plot"),
+    ("vllm_files_write", "{specs: [{dest: /tmp/x, mode: '0644'}]}", "content"),
+    ("vllm_host_files", "{plan: {}, kinds: [engine], colour: red}", "colour"),
+    ("vllm_plan", "{prune: sometimes}", "prune"),
+    ("vllm_preflight", "{checks: [], inputs: {}, verbose: true}", "verbose"),
+    ("vllm_progress", "{path: /tmp/x, interval: soon}", "interval"),
+    ("vllm_resolve", "{recipe: x, strict: perhaps}", "strict"),
+]
+
+
+def test_every_action_plugin_checks_its_arguments_on_the_controller(repo_root, tmp_path):
+    """validate_argument_spec in each action: a wrong type or unknown option fails naming it, before any host."""
+    out = tmp_path / "results.json"
+    tasks = "".join(f"""
+    - name: {module}
+      vllm_fleet.recipes.{module}: {args}
+      register: r_{index}
+      ignore_errors: true
+      vars:  # a host nothing listens on: a call that got past its checks would be unreachable
+        ansible_connection: ssh
+        ansible_host: 127.0.0.1
+        ansible_port: 1
+""" for index, (module, args, _key) in enumerate(BAD_ACTION_ARGS))
+    keys = ", ".join(f"r_{index}" for index in range(len(BAD_ACTION_ARGS)))
+    proc = run_playbook(repo_root, tmp_path, tasks + f"""
+    - name: write every result
+      ansible.builtin.copy:
+        dest: "{out}"
+        content: "{{{{ [{keys}] | to_json }}}}"
+""")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    results = json.loads(out.read_text())
+    for (module, _args, key), result in zip(BAD_ACTION_ARGS, results):
+        assert result.get("failed") and not result.get("unreachable"), (module, result)
+        assert key in result["msg"], (module, result["msg"])
