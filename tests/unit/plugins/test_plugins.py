@@ -212,6 +212,6 @@ def test_every_action_plugin_checks_its_arguments_on_the_controller(repo_root, t
 """)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     results = json.loads(out.read_text())
-    for (module, _args, key), result in zip(BAD_ACTION_ARGS, results):
+    for (module, _args, key), result in zip(BAD_ACTION_ARGS, results, strict=True):
         assert result.get("failed") and not result.get("unreachable"), (module, result)
         assert key in result["msg"], (module, result["msg"])
