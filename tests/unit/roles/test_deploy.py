@@ -502,7 +502,12 @@ def test_deploy_playbook_shape():
     plays = plays[2:]
     acceptance = plays.pop()  # the last play: proof that the fleet serves (docs/verify.md)
     assert acceptance["roles"] == [{"role": "vllm_fleet.recipes.acceptance", "tags": ["acceptance"]}]
-    assert all(p["any_errors_fatal"] for p in plays)
+    # Every play stops the run on a failed host, but the weights play: there the fleet copy retries a lost
+    # sender's receivers from other holders, and the engine play after it refuses a plan with a host gone.
+    assert [p["name"] for p in plays if not p["any_errors_fatal"]] == [
+        "Fetch the model weights (once per deployment, then copied between nodes)"]
+    engine = next(p for p in plays if p["name"] == "Install the engine units and start the groups in order")
+    assert "Every host of the plan is still reachable" in engine["pre_tasks"][0]["name"]
     monitoring = plays.pop()  # the optional play before it: Prometheus on the group vllm_monitoring
     assert monitoring["hosts"] == "vllm_monitoring"
     assert monitoring["roles"] == [{"role": "vllm_fleet.recipes.monitoring", "tags": ["monitoring"]}]
