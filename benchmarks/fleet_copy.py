@@ -123,12 +123,10 @@ def write_inventory(directory: Path, names: list[str]) -> Path:
     hosts = {name: {"vllm_fabric_address": address(index), "vllm_gpu_count": 1,
                     "ansible_connection": "community.docker.docker", "ansible_python_interpreter": "/usr/bin/python3"}
              for index, name in enumerate(names, start=1)}
+    deployment = {"name": "bench", "recipe": REPO, "hardware": "xeon_numa1", "strategy": "single_node_tp",
+                  "replicas": len(names), "weights": {"endpoint": f"http://{GATEWAY}:{HUB_PORT}", "revision": "main"}}
     inventory = {"all": {"vars": {"vllm_plan_recipe_dirs": [str(ROOT / "tests" / "recipes")]},
-                         "children": {"bench": {"hosts": hosts, "vars": {
-        "vllm_deployment": {"name": "bench", "recipe": REPO, "hardware": "xeon_numa1", "strategy": "single_node_tp",
-                            "replicas": len(names),
-                            "weights": {"endpoint": f"http://{GATEWAY}:{HUB_PORT}", "revision": "main"}},
-    }}}}}
+                         "children": {"bench": {"hosts": hosts, "vars": {"vllm_deployment": deployment}}}}}
     path = directory / "inventory.json"
     path.write_text(json.dumps(inventory, indent=1))
     return path

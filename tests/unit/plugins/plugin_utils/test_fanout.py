@@ -142,7 +142,10 @@ def test_an_attempt_copies_from_the_source_of_its_number_when_ready():
     entry = {"name": "glm", "origin": "a"}
     transfers = [{"entry": entry, "sources": ["b", "a"]}, {"entry": {"name": "tiny", "origin": "d"}, "sources": ["d"]}]
     ready = {("b", "glm"): False, ("a", "glm"): True, ("d", "tiny"): True}
-    pick = lambda source, name: ready[(source, name)]  # noqa: E731
+
+    def pick(source: str, name: str) -> bool:
+        return ready[(source, name)]
+
     assert attempt_items(transfers, 0, [], pick) == [{"entry": {"name": "tiny", "origin": "d"}, "source": "d"}]
     assert attempt_items(transfers, 1, ["tiny"], pick) == [{"entry": entry, "source": "a"}]
     assert attempt_items(transfers, 2, [], pick) == []
